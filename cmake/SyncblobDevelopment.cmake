@@ -1,0 +1,31 @@
+# Settings for syncblob's own tests, examples, benchmarks and fuzzers (never for consumers).
+
+add_library(syncblob_dev_flags INTERFACE)
+target_compile_options(syncblob_dev_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${SYNCBLOB_WERROR}>>:-Werror>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SYNCBLOB_WERROR}>>:--Werror=all-warnings -Xcompiler=-Werror>)
+
+if(SYNCBLOB_SANITIZE)
+  target_compile_options(syncblob_dev_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${SYNCBLOB_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
+  target_link_options(syncblob_dev_flags INTERFACE -fsanitize=${SYNCBLOB_SANITIZE})
+endif()
+
+# Finds a Python interpreter that can import numpy (Debian's own, not the first python3 on PATH).
+function(syncblob_find_numpy_python out)
+  set(candidates /usr/bin/python3 python3)
+  foreach(candidate IN LISTS candidates)
+    find_program(_py NAMES ${candidate} NO_CACHE)
+    if(_py)
+      execute_process(COMMAND ${_py} -c "import numpy" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+      if(rc EQUAL 0)
+        set(${out} ${_py} PARENT_SCOPE)
+        return()
+      endif()
+    endif()
+    unset(_py)
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()

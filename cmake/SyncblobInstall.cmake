@@ -1,0 +1,23 @@
+# Install rules: headers, one export set per target, and a relocatable package config whose
+# optional components (eigen, json, cuda) are defined when their dependency is found.
+include(CMakePackageConfigHelpers)
+
+set(SYNCBLOB_CMAKE_DIR ${CMAKE_INSTALL_DATADIR}/cmake/syncblob)
+install(DIRECTORY include/syncblob DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+install(TARGETS syncblob EXPORT syncblobTargets)
+install(EXPORT syncblobTargets NAMESPACE syncblob:: DESTINATION ${SYNCBLOB_CMAKE_DIR})
+foreach(component eigen json cuda)
+  if(TARGET syncblob_${component})
+    install(TARGETS syncblob_${component} EXPORT syncblob-${component}-targets)
+    install(EXPORT syncblob-${component}-targets NAMESPACE syncblob:: DESTINATION ${SYNCBLOB_CMAKE_DIR})
+  endif()
+endforeach()
+
+configure_package_config_file(cmake/syncblobConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/syncblobConfig.cmake
+  INSTALL_DESTINATION ${SYNCBLOB_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/syncblobConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES ${PROJECT_BINARY_DIR}/syncblobConfig.cmake ${PROJECT_BINARY_DIR}/syncblobConfigVersion.cmake
+  DESTINATION ${SYNCBLOB_CMAKE_DIR})

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `Blob<T, Allocator>`: an N-d array of `T` with a `data` and a `diff` (gradient) buffer, each
+/// mirrored between host and device memory. Storage only: math is in `syncblob/math.hpp`.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "core/element.hpp"
+#include "core/error.hpp"
+#include "core/shape.hpp"
+#include "fwd.hpp"
+#include "memory/synced_buffer.hpp"
+#include "memory/transfer_stats.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+/// An N-d array (≤ 32 axes, 64-bit extents) holding `data` and `diff`, each a `SyncedBuffer`.
+///
+/// Capacity rule (Caffe's): `reshape` reallocates only when the new count exceeds the capacity and
+/// never shrinks; contents are kept when it does not reallocate and are not kept when it does.
+/// A default-constructed blob has no axes and count 0; reshaping to the empty shape makes a scalar.
+/// Move-only: deep copies are explicit (`clone`, `copy_from`).
+template <Element T, SyncedAllocator Allocator>
+class Blob {
+public:
+    using value_type = T;
+    using allocator_type = Allocator;
+    using buffer_type = BufferFor<Allocator>;
+    using device_backend = typename Allocator::device_backend;
+    using stream_type = typename device_backend::stream_type;
+
+    /// No axes, count 0, nothing allocated.
+    Blob() noexcept = default;
+    /// A blob of the given shape; nothing is allocated before the first access. \throws ShapeError
+    explicit Blob(const Shape& shape) { reshape(shape); }
+    Blob(std::initializer_list<std::int64_t> shape) { reshape(Shape(shape)); }
+    explicit Blob(std::span<const std::int64_t> shape) { reshape(Shape(shape)); }
+    /// Caffe's legacy 4-D constructor.
+    Blob(std::int64_t num, std::int64_t channels, std::int64_t height, std::int64_t width) {
+        reshape(Shape{num, channels, height, width});
+    }
+
+    Blob(const Blob&) = delete;
+    Blob& operator=(const Blob&) = delete;
+    /// Leaves `other` empty (no axes, count 0).
+    Blob(Blob&& other) noexcept { swap(other); }
+    Blob& operator=(Blob&& other) noexcept {
+        Blob(std::move(other)).swap(*this);
+        return *this;
+    }
+    ~Blob() = default;
+
+    void swap(Blob& other) noexcept {
+        std::swap(shape_, other.shape_);
+        std::swap(count_, other.count_);
+        std::swap(has_shape_, other.has_shape_);
+        std::swap(data_, other.data_);
+        std::swap(diff_, other.diff_);
+        std::swap(retired_data_stats_, other.retired_data_stats_);
+        std::swap(retired_diff_stats_, other.retired_diff_stats_);
+        std::swap(stream_, other.stream_);
+    }
+
+    // ---- shape -----------------------------------------------------------------------------
+
+    [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
+    /// Extent of `axis`; negative axes count from the end. \throws IndexError
+    [[nodiscard]] std::int64_t shape(std::int64_t axis) const { return shape_.extent(axis); }
+    [[nodiscard]] std::size_t num_axes() const noexcept { return shape_.rank(); }
+    [[nodiscard]] std::int64_t count() const noexcept { return count_; }
+    /// Product of the extents of axes [start, end). \throws IndexError
+    [[nodiscard]] std::int64_t count(std::size_t start, std::size_t end) const { return shape_.count(start, end); }
+    /// Product of the extents from `start` on. \throws IndexError
+    [[nodiscard]] std::int64_t count(std::size_t start) const { return shape_.count(start); }
+    /// The index in [0, num_axes()) of a possibly negative axis. \throws IndexError
+    [[nodiscard]] std::size_t canonical_axis_index(std::int64_t axis) const { return shape_.canonical_axis(axis); }
+    /// "2 3 4 5 (120)"; a default-constructed blob gives "(0)".
+    [[nodiscard]] std::string shape_string() const { return has_shape() ? shape_.to_string() : std::string("(0)"); }
+    /// Elements the buffers can hold without reallocating.
+    [[nodiscard]] std::int64_t capacity() const noexcept {
+        if (!data_) {
+            return 0;
+        }
+        return static_cast<std::int64_t>(std::min(data_->size(), diff_->size()) / sizeof(T));
+    }
+
+    /// Caffe's legacy accessors: extent of axis 0..3, 1 for axes past the last. \throws ShapeError above 4 axes
+    [[nodiscard]] std::int64_t num() const { return legacy_shape(0); }
+    [[nodiscard]] std::int64_t channels() const { return legacy_shape(1); }
+    [[nodiscard]] std::int64_t height() const { return legacy_shape(2); }
+    [[nodiscard]] std::int64_t width() const { return legacy_shape(3); }
+    [[nodiscard]] std::int64_t legacy_shape(std::int64_t index) const {
+        if (num_axes() > 4) {
+            throw ShapeError("Blob::legacy_shape: legacy accessors need at most 4 axes, shape is " + shape_string());
+        }
+        const auto r = static_cast<std::int64_t>(num_axes());
+        if (index >= r || index < -r) {
+            return 1;  // axes past the last are 1 (Caffe's one-padding)
+        }
+        return shape(index);
+    }
+
+    /// Row-major offset of element (n, c, h, w) in the legacy 4-D view. \throws IndexError, ShapeError
+    [[nodiscard]] std::int64_t offset(std::int64_t n, std::int64_t c = 0, std::int64_t h = 0,
+                                      std::int64_t w = 0) const {
+        const std::int64_t idx[4] = {n, c, h, w};
+        std::int64_t result = 0;
+        for (std::size_t axis = 0; axis < 4; ++axis) {
+            const std::int64_t extent = legacy_shape(static_cast<std::int64_t>(axis));
+            check_index("Blob::offset", axis, idx[axis], extent);
+            result = result * extent + idx[axis];
+        }
+        return result;
+    }
+
+    /// Row-major offset of `indices` (at most num_axes(); missing trailing indices are 0). \throws IndexError
+    [[nodiscard]] std::int64_t offset(std::span<const std::int64_t> indices) const {
+        if (indices.size() > num_axes()) {
+            throw IndexError("Blob::offset: " + std::to_string(indices.size()) + " indices for shape " +
+                             shape_string() + " with " + std::to_string(num_axes()) + " axes");
+        }
+        std::int64_t result = 0;
+        for (std::size_t axis = 0; axis < num_axes(); ++axis) {
+            const std::int64_t i = axis < indices.size() ? indices[axis] : 0;
+            check_index("Blob::offset", axis, i, shape_[axis]);
+            result = result * shape_[axis] + i;
+        }
+        return result;
+    }
+    [[nodiscard]] std::int64_t offset(std::initializer_list<std::int64_t> indices) const {
+        return offset(std::span<const std::int64_t>(indices));
+    }
+
+    // ---- reshape ---------------------------------------------------------------------------
+
+    /// Changes the shape. Reallocates (dropping the contents) only when the count exceeds the
+    /// capacity. \throws ShapeError on a bad shape; the blob is then unchanged.
+    void reshape(const Shape& shape) {
+        const std::int64_t n = shape.count();
+        if (!data_ || n > capacity()) {
+            replace_buffers(checked_bytes("Blob::reshape", n));
+        }
+        shape_ = shape;
+        count_ = n;
+        has_shape_ = true;
+    }
+    void reshape(std::initializer_list<std::int64_t> shape) { reshape(Shape(shape)); }
+    void reshape(std::span<const std::int64_t> shape) { reshape(Shape(shape)); }
+    void reshape(std::int64_t num, std::int64_t channels, std::int64_t height, std::int64_t width) {
+        reshape(Shape{num, channels, height, width});
+    }
+    /// Takes the shape of `other` (any element type or allocator).
+    template <Element U, SyncedAllocator A2>
+    void reshape_like(const Blob<U, A2>& other) {
+        reshape(other.shape());
+        if (!other.has_shape()) {
+            shape_ = Shape{};
+            count_ = 0;
+            has_shape_ = false;
+        }
+    }
+
+    /// Makes room for `n` elements without changing the shape (reallocating when `n` exceeds the
+    /// capacity: contents are not kept). \throws ShapeError when `n` is negative or too large.
+    void reserve(std::int64_t n) {
+        if (n < 0) {
+            throw ShapeError("Blob::reserve: negative count " + std::to_string(n));
+        }
+        if (!data_ || n > capacity()) {
+            replace_buffers(checked_bytes("Blob::reserve", n));
+        }
+    }
+
+    /// Reallocates to exactly count() elements when the capacity is larger, keeping the contents
+    /// of data and diff (copied on the side where each is fresh).
+    void shrink_to_fit() {
+        if (!data_ || capacity() == count_) {
+            return;
+        }
+        const std::size_t bytes = static_cast<std::size_t>(count_) * sizeof(T);
+        auto data = make_buffer(bytes);
+        auto diff = make_buffer(bytes);
+        if (data_->head() != Head::uninitialized) {
+            data->copy_from(*data_, bytes);
+        }
+        if (diff_->head() != Head::uninitialized) {
+            diff->copy_from(*diff_, bytes);
+        }
+        install(std::move(data), std::move(diff));
+    }
+
+    // ---- data and diff ---------------------------------------------------------------------
+
+    [[nodiscard]] std::span<const T> host_data() const { return host_view(data_); }
+    [[nodiscard]] std::span<T> mutable_host_data() { return mutable_host_view(data_); }
+    [[nodiscard]] const T* device_data() const { return device_view(data_); }
+    [[nodiscard]] T* mutable_device_data() { return mutable_device_view(data_); }
+    [[nodiscard]] std::span<const T> host_diff() const { return host_view(diff_); }
+    [[nodiscard]] std::span<T> mutable_host_diff() { return mutable_host_view(diff_); }
+    [[nodiscard]] const T* device_diff() const { return device_view(diff_); }
+    [[nodiscard]] T* mutable_device_diff() { return mutable_device_view(diff_); }
+
+    /// Host data about to be overwritten whole: no zero-fill, no copy from the device.
+    [[nodiscard]] std::span<T> mutable_host_data_for_overwrite() {
+        if (count_ == 0) {
+            return {};
+        }
+        return {static_cast<T*>(data_->mutable_host_data_for_overwrite()), static_cast<std::size_t>(count_)};
+    }
+    /// Host diff about to be overwritten whole: no zero-fill, no copy from the device.
+    [[nodiscard]] std::span<T> mutable_host_diff_for_overwrite() {
+        if (count_ == 0) {
+            return {};
+        }
+        return {static_cast<T*>(diff_->mutable_host_data_for_overwrite()), static_cast<std::size_t>(count_)};
+    }
+
+    /// Checked read of one data element (synchronises data to the host). \throws IndexError
+    [[nodiscard]] T data_at(std::span<const std::int64_t> indices) const { return host_data()[element(indices)]; }
+    [[nodiscard]] T data_at(std::initializer_list<std::int64_t> indices) const {
+        return data_at(std::span<const std::int64_t>(indices));
+    }
+    [[nodiscard]] T data_at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
+        return host_data()[static_cast<std::size_t>(offset(n, c, h, w))];
+    }
+    /// Checked read of one diff element (synchronises diff to the host). \throws IndexError
+    [[nodiscard]] T diff_at(std::span<const std::int64_t> indices) const { return host_diff()[element(indices)]; }
+    [[nodiscard]] T diff_at(std::initializer_list<std::int64_t> indices) const {
+        return diff_at(std::span<const std::int64_t>(indices));
+    }
+    [[nodiscard]] T diff_at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
+        return host_diff()[static_cast<std::size_t>(offset(n, c, h, w))];
+    }
+
+    /// Where the fresh data / diff is (uninitialized for an empty blob).
+    [[nodiscard]] Head data_head() const noexcept { return data_ ? data_->head() : Head::uninitialized; }
+    [[nodiscard]] Head diff_head() const noexcept { return diff_ ? diff_->head() : Head::uninitialized; }
+
+    /// Allocations, copies and kernels of data / diff over the blob's life, across reallocations
+    /// (a shared buffer's counts include what its other owners did with it).
+    [[nodiscard]] TransferStats data_stats() const {
+        return data_ ? retired_data_stats_ + data_->stats() : retired_data_stats_;
+    }
+    [[nodiscard]] TransferStats diff_stats() const {
+        return diff_ ? retired_diff_stats_ + diff_->stats() : retired_diff_stats_;
+    }
+    void reset_stats() {
+        retired_data_stats_ = {};
+        retired_diff_stats_ = {};
+        if (data_) {
+            data_->reset_stats();
+            diff_->reset_stats();
+        }
+    }
+
+    /// The buffers themselves (null for a default-constructed blob), for the math and IO layers
+    /// and for interop. Sharing them shares the memory.
+    [[nodiscard]] const std::shared_ptr<buffer_type>& data_buffer() const noexcept { return data_; }
+    [[nodiscard]] const std::shared_ptr<buffer_type>& diff_buffer() const noexcept { return diff_; }
+
+    /// The stream synchronous copies of both buffers run on (kept across reallocations).
+    void set_stream(stream_type stream) {
+        stream_ = stream;
+        if (data_) {
+            data_->set_stream(stream);
+            diff_->set_stream(stream);
+        }
+    }
+    [[nodiscard]] stream_type stream() const noexcept { return stream_; }
+
+    /// True unless default-constructed (or moved from): the blob has a shape, possibly rank 0.
+    [[nodiscard]] bool has_shape() const noexcept { return has_shape_; }
+
+    // ---- copies and sharing ----------------------------------------------------------------
+
+    /// Copies `source`'s data (or, with `copy_diff`, its diff only) into this blob, on the side
+    /// where the source is fresh: device to device when its head is on the device or synced.
+    /// \throws ShapeError when the shapes differ and `reshape` is false. On any exception the
+    /// blob keeps its shape and buffers.
+    template <SyncedAllocator A2>
+    void copy_from(const Blob<T, A2>& source, bool copy_diff = false, bool reshape = false) {
+        if (static_cast<const void*>(&source) == static_cast<const void*>(this)) {
+            return;
+        }
+        if (source.shape() != shape_ || source.has_shape() != has_shape_) {
+            if (!reshape) {
+                throw ShapeError("Blob::copy_from: source shape " + source.shape_string() + " differs from " +
+                                 shape_string() + " (pass reshape = true to adopt it)");
+            }
+        }
+        Blob saved = shallow_copy();
+        try {
+            if (reshape) {
+                reshape_like(source);
+            }
+            if (count_ != 0) {
+                const auto bytes = static_cast<std::size_t>(count_) * sizeof(T);
+                if (copy_diff) {
+                    diff_->copy_from(*source.diff_buffer(), bytes);
+                } else {
+                    data_->copy_from(*source.data_buffer(), bytes);
+                }
+            }
+        } catch (...) {
+            restore(std::move(saved));
+            throw;
+        }
+    }
+
+    /// Makes data the same buffer as `other`'s (no copy). \throws ShapeError unless counts match
+    void share_data(const Blob& other) {
+        check_share("Blob::share_data", other);
+        data_ = other.data_;
+    }
+    /// Makes diff the same buffer as `other`'s (no copy). \throws ShapeError unless counts match
+    void share_diff(const Blob& other) {
+        check_share("Blob::share_diff", other);
+        diff_ = other.diff_;
+    }
+
+    /// A deep copy: same shape, data and diff, each copied on the side where it is fresh.
+    [[nodiscard]] Blob clone() const {
+        Blob copy;
+        copy.stream_ = stream_;
+        if (!has_shape_) {
+            return copy;
+        }
+        copy.reshape(shape_);
+        if (count_ != 0) {
+            const auto bytes = static_cast<std::size_t>(count_) * sizeof(T);
+            if (data_->head() != Head::uninitialized) {
+                copy.data_->copy_from(*data_, bytes);
+            }
+            if (diff_->head() != Head::uninitialized) {
+                copy.diff_->copy_from(*diff_, bytes);
+            }
+        }
+        return copy;
+    }
+
+    /// Sets every data element to `value` (on the host).
+    void fill(T value) { std::ranges::fill(mutable_host_data_for_overwrite(), value); }
+    /// Sets every diff element to `value` (on the host).
+    void fill_diff(T value) { std::ranges::fill(mutable_host_diff_for_overwrite(), value); }
+
+    /// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements.
+    friend std::ostream& operator<<(std::ostream& os, const Blob& b) {
+        os << "Blob<" << element_name<T>() << ">(" << b.shape_string() << ')';
+        if (b.count_ > 0 && b.count_ <= 64) {
+            os << " [";
+            const auto values = b.host_data();
+            for (std::size_t i = 0; i < values.size(); ++i) {
+                os << (i == 0 ? "" : ", ");
+                print_value(os, values[i]);
+            }
+            os << ']';
+        }
+        return os;
+    }
+
+private:
+    template <Element, SyncedAllocator>
+    friend class Blob;
+
+    static std::size_t checked_bytes(const char* op, std::int64_t n) {
+        constexpr auto limit = static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(T);
+        if (static_cast<std::uint64_t>(n) > limit) {
+            throw ShapeError(std::string(op) + ": " + std::to_string(n) + " elements of " +
+                             std::string(element_name<T>()) + " exceed the addressable size");
+        }
+        return static_cast<std::size_t>(n) * sizeof(T);
+    }
+
+    std::shared_ptr<buffer_type> make_buffer(std::size_t bytes) const {
+        auto buffer = std::make_shared<buffer_type>(bytes);
+        buffer->set_stream(stream_);
+        if constexpr (std::same_as<T, bool>) {
+            buffer->set_poison_byte(0x01);  // a valid bool, so reading stale data stays defined
+        }
+        return buffer;
+    }
+
+    // Allocates both new buffers before touching the blob, so a failure changes nothing.
+    void replace_buffers(std::size_t bytes) {
+        auto data = make_buffer(bytes);
+        auto diff = make_buffer(bytes);
+        install(std::move(data), std::move(diff));
+    }
+
+    void install(std::shared_ptr<buffer_type> data, std::shared_ptr<buffer_type> diff) noexcept {
+        if (data_) {
+            retire(data_, retired_data_stats_);
+            retire(diff_, retired_diff_stats_);
+        }
+        data_ = std::move(data);
+        diff_ = std::move(diff);
+    }
+
+    static void retire(const std::shared_ptr<buffer_type>& buffer, TransferStats& retired) noexcept {
+        try {
+            retired += buffer->stats();
+        } catch (...) {  // locking a mutex can fail in theory; the counts are then lost, nothing else
+        }
+    }
+
+    // A blob that shares this one's buffers (to restore after a failed copy_from).
+    Blob shallow_copy() const {
+        Blob b;
+        b.shape_ = shape_;
+        b.count_ = count_;
+        b.has_shape_ = has_shape_;
+        b.data_ = data_;
+        b.diff_ = diff_;
+        b.retired_data_stats_ = retired_data_stats_;
+        b.retired_diff_stats_ = retired_diff_stats_;
+        return b;
+    }
+
+    void restore(Blob&& saved) noexcept {
+        shape_ = saved.shape_;
+        count_ = saved.count_;
+        has_shape_ = saved.has_shape_;
+        data_ = std::move(saved.data_);
+        diff_ = std::move(saved.diff_);
+        retired_data_stats_ = saved.retired_data_stats_;
+        retired_diff_stats_ = saved.retired_diff_stats_;
+    }
+
+    void check_share(const char* op, const Blob& other) const {
+        if (other.count_ != count_ || !other.data_ || !data_) {
+            throw ShapeError(std::string(op) + ": counts differ (" + other.shape_string() + " shared into " +
+                             shape_string() + ")");
+        }
+    }
+
+    void check_index(const char* op, std::size_t axis, std::int64_t index, std::int64_t extent) const {
+        if (index < 0 || index >= extent) {
+            throw IndexError(std::string(op) + ": index " + std::to_string(index) + " out of range [0, " +
+                             std::to_string(extent) + ") on axis " + std::to_string(axis) + " of shape " +
+                             shape_string());
+        }
+    }
+
+    std::size_t element(std::span<const std::int64_t> indices) const {
+        if (indices.size() != num_axes()) {
+            throw IndexError("Blob::data_at: " + std::to_string(indices.size()) + " indices for shape " +
+                             shape_string() + " with " + std::to_string(num_axes()) + " axes");
+        }
+        return static_cast<std::size_t>(offset(indices));
+    }
+
+    std::span<const T> host_view(const std::shared_ptr<buffer_type>& b) const {
+        if (count_ == 0) {
+            return {};
+        }
+        return {static_cast<const T*>(b->host_data()), static_cast<std::size_t>(count_)};
+    }
+    std::span<T> mutable_host_view(const std::shared_ptr<buffer_type>& b) {
+        if (count_ == 0) {
+            return {};
+        }
+        return {static_cast<T*>(b->mutable_host_data()), static_cast<std::size_t>(count_)};
+    }
+    const T* device_view(const std::shared_ptr<buffer_type>& b) const {
+        if (!b) {
+            buffer_type empty(0);
+            (void)empty.device_data();  // a host-only backend throws NoDeviceError here
+            return nullptr;
+        }
+        return static_cast<const T*>(b->device_data());
+    }
+    T* mutable_device_view(const std::shared_ptr<buffer_type>& b) {
+        if (!b) {
+            buffer_type empty(0);
+            (void)empty.mutable_device_data();
+            return nullptr;
+        }
+        return static_cast<T*>(b->mutable_device_data());
+    }
+
+    static void print_value(std::ostream& os, T v) {
+        if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16>) {
+            os << static_cast<float>(v);
+        } else if constexpr (std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t>) {
+            os << static_cast<int>(v);
+        } else if constexpr (std::same_as<T, bool>) {
+            os << (v ? "true" : "false");
+        } else {
+            os << v;
+        }
+    }
+
+    Shape shape_{};
+    std::int64_t count_ = 0;
+    bool has_shape_ = false;
+    std::shared_ptr<buffer_type> data_;
+    std::shared_ptr<buffer_type> diff_;
+    TransferStats retired_data_stats_{};
+    TransferStats retired_diff_stats_{};
+    stream_type stream_{};
+};
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,37 @@
+// syncblob: host/device mirrored tensor storage.
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// Version, namespace and portability macros shared by every syncblob header.
+
+#define SYNCBLOB_VERSION_MAJOR 0
+#define SYNCBLOB_VERSION_MINOR 1
+#define SYNCBLOB_VERSION_PATCH 0
+
+/// Everything lives in `syncblob::v0`: two versions in one program fail to link
+/// instead of silently mixing layouts.
+#define SYNCBLOB_BEGIN_NAMESPACE \
+    namespace syncblob {         \
+    inline namespace v0 {
+#define SYNCBLOB_END_NAMESPACE \
+    }                          \
+    }
+
+/// Marks code callable from kernels: `__host__ __device__` under a CUDA
+/// compiler, nothing otherwise.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define SYNCBLOB_HOST_DEVICE __host__ __device__
+#else
+#define SYNCBLOB_HOST_DEVICE
+#endif
+
+#if defined(__CUDACC__)
+#define SYNCBLOB_NVCC 1
+#else
+#define SYNCBLOB_NVCC 0
+#endif
+
+#if __cplusplus < 202002L && !(defined(_MSVC_LANG) && _MSVC_LANG >= 202002L)
+#error "syncblob needs C++20 (with nvcc, pass -std=c++20 explicitly: CMake 3.25 does not)"
+#endif

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `Shape`: up to 32 axes of 64-bit extents with an overflow-checked element count.
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "config.hpp"
+#include "error.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+/// The extents of an N-d array, N ≤ 32. Every constructed shape has non-negative
+/// extents whose product fits in `std::int64_t`; a rank-0 shape is a scalar (count 1).
+class Shape {
+public:
+    /// The most axes a shape can have (Caffe's kMaxBlobAxes).
+    static constexpr std::size_t max_axes = 32;
+
+    /// The rank-0 shape (a scalar: count 1).
+    constexpr Shape() noexcept = default;
+
+    /// \throws ShapeError on a negative extent, more than 32 axes, or an element count that overflows.
+    Shape(std::initializer_list<std::int64_t> extents) : Shape(std::span<const std::int64_t>(extents)) {}
+
+    /// \copydoc Shape(std::initializer_list<std::int64_t>)
+    explicit Shape(std::span<const std::int64_t> extents) { assign(extents); }
+
+    /// From any contiguous range of integers (e.g. `std::vector<int>`).
+    template <std::integral I>
+    requires(!std::same_as<I, std::int64_t>) explicit Shape(std::span<const I> extents) {
+        if (extents.size() > max_axes) {
+            throw_too_many_axes(extents.size());
+        }
+        std::array<std::int64_t, max_axes> converted{};
+        for (std::size_t i = 0; i < extents.size(); ++i) {
+            if (std::cmp_greater(extents[i], std::numeric_limits<std::int64_t>::max())) {
+                throw ShapeError("Shape: extent " + std::to_string(extents[i]) + " on axis " + std::to_string(i) +
+                                 " does not fit in int64");
+            }
+            converted[i] = static_cast<std::int64_t>(extents[i]);
+        }
+        assign(std::span<const std::int64_t>(converted.data(), extents.size()));
+    }
+
+    /// Number of axes.
+    [[nodiscard]] constexpr std::size_t rank() const noexcept { return rank_; }
+
+    /// The extents, one per axis.
+    [[nodiscard]] constexpr std::span<const std::int64_t> extents() const noexcept { return {extents_.data(), rank_}; }
+    [[nodiscard]] constexpr const std::int64_t* begin() const noexcept { return extents_.data(); }
+    [[nodiscard]] constexpr const std::int64_t* end() const noexcept { return extents_.data() + rank_; }
+
+    /// Unchecked extent of axis `i` (0 ≤ i < rank).
+    [[nodiscard]] constexpr std::int64_t operator[](std::size_t i) const noexcept { return extents_[i]; }
+
+    /// The index in [0, rank) of `axis`, which may be negative (-1 is the last axis).
+    /// \throws IndexError when out of range.
+    [[nodiscard]] std::size_t canonical_axis(std::int64_t axis) const {
+        const auto r = static_cast<std::int64_t>(rank_);
+        if (axis < -r || axis >= r) {
+            throw IndexError("Shape::canonical_axis: axis " + std::to_string(axis) + " out of range [" +
+                             std::to_string(-r) + ", " + std::to_string(r) + ") for shape " + to_string());
+        }
+        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+    }
+
+    /// Extent of `axis`, which may be negative. \throws IndexError when out of range.
+    [[nodiscard]] std::int64_t extent(std::int64_t axis) const { return extents_[canonical_axis(axis)]; }
+
+    /// Product of all extents (1 for rank 0).
+    [[nodiscard]] constexpr std::int64_t count() const noexcept { return count_; }
+
+    /// Product of the extents of axes [start, end). \throws IndexError unless 0 ≤ start ≤ end ≤ rank.
+    [[nodiscard]] std::int64_t count(std::size_t start, std::size_t end) const {
+        if (start > end || end > rank_) {
+            throw IndexError("Shape::count: axis range [" + std::to_string(start) + ", " + std::to_string(end) +
+                             ") invalid for shape " + to_string());
+        }
+        std::int64_t product = 1;
+        for (std::size_t i = start; i < end; ++i) {
+            product *= extents_[i];  // cannot overflow: a sub-product of count()
+        }
+        return product;
+    }
+
+    /// Product of the extents from `start` to the last axis.
+    [[nodiscard]] std::int64_t count(std::size_t start) const { return count(start, rank_); }
+
+    /// Caffe's format: extents separated by spaces, then the count in parentheses: "2 3 4 5 (120)".
+    [[nodiscard]] std::string to_string() const {
+        std::string out;
+        for (std::size_t i = 0; i < rank_; ++i) {
+            out += std::to_string(extents_[i]);
+            out += ' ';
+        }
+        out += '(';
+        out += std::to_string(count_);
+        out += ')';
+        return out;
+    }
+
+    friend bool operator==(const Shape& a, const Shape& b) noexcept {
+        return std::ranges::equal(a.extents(), b.extents());
+    }
+
+    friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.to_string(); }
+
+private:
+    void assign(std::span<const std::int64_t> extents) {
+        if (extents.size() > max_axes) {
+            throw_too_many_axes(extents.size());
+        }
+        std::int64_t product = 1;
+        for (std::size_t i = 0; i < extents.size(); ++i) {
+            const std::int64_t e = extents[i];
+            if (e < 0) {
+                throw ShapeError("Shape: extent " + std::to_string(e) + " on axis " + std::to_string(i) +
+                                 " is negative");
+            }
+            if (e != 0 && product > std::numeric_limits<std::int64_t>::max() / e) {
+                throw ShapeError("Shape: element count overflows int64 at axis " + std::to_string(i) + " (extent " +
+                                 std::to_string(e) + ")");
+            }
+            product *= e;
+        }
+        // Only now that every check passed does the object change.
+        std::copy(extents.begin(), extents.end(), extents_.begin());
+        std::fill(extents_.begin() + static_cast<std::ptrdiff_t>(extents.size()), extents_.end(), 0);
+        rank_ = static_cast<std::uint8_t>(extents.size());
+        count_ = product;
+    }
+
+    [[noreturn]] static void throw_too_many_axes(std::size_t n) {
+        throw ShapeError("Shape: " + std::to_string(n) + " axes given, at most " + std::to_string(max_axes) +
+                         " are supported");
+    }
+
+    std::array<std::int64_t, max_axes> extents_{};
+    std::int64_t count_ = 1;
+    std::uint8_t rank_ = 0;
+};
+
+SYNCBLOB_END_NAMESPACE

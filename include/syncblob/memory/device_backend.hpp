@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The `DeviceBackend` policy: where a buffer's device side lives and how bytes get there.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "../core/config.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+/// Direction of a copy between host and device memory.
+enum class CopyKind : std::uint8_t { host_to_device, device_to_host, device_to_device };
+
+/// A device backend is a stateless policy type with static members:
+/// - `stream_type` (a value-initialised one is the default stream) and `event_type`
+///   (default-constructible, movable; marks a point in a stream);
+/// - `name`, and `has_device` (false for a host-only backend);
+/// - `allocate(bytes) -> void*` / `deallocate(p, bytes) noexcept`, and `current_device() -> int`;
+/// - `copy(dst, src, bytes, kind, stream)`, finished when it returns, and `copy_async(...)`,
+///   which only issues it;
+/// - `fill(dst, byte, bytes, stream)`, finished when it returns;
+/// - `record(stream) -> event_type`, `wait(event)` (the host blocks until the event is reached),
+///   `stream_wait(stream, event)` (the stream waits, the host does not);
+/// - `poisons_stale_side()`: true when the backend asks buffers to overwrite the side a mutable
+///   access made stale (a checking mode for tests).
+template <class B>
+concept DeviceBackend = requires {
+    typename B::stream_type;
+    typename B::event_type;
+    { B::name } -> std::convertible_to<std::string_view>;
+    { B::has_device } -> std::convertible_to<bool>;
+}
+&&std::default_initializable<typename B::event_type>&& std::movable<typename B::event_type>&&
+    std::regular<typename B::stream_type>&& requires(std::size_t bytes, void* dst, const void* src, unsigned char byte,
+                                                     CopyKind kind, typename B::stream_type stream,
+                                                     typename B::event_type& event) {
+    { B::allocate(bytes) } -> std::same_as<void*>;
+    { B::deallocate(dst, bytes) }
+    noexcept;
+    { B::current_device() } -> std::same_as<int>;
+    B::copy(dst, src, bytes, kind, stream);
+    B::copy_async(dst, src, bytes, kind, stream);
+    B::fill(dst, byte, bytes, stream);
+    { B::record(stream) } -> std::same_as<typename B::event_type>;
+    B::wait(event);
+    B::stream_wait(stream, event);
+    { B::poisons_stale_side() } -> std::convertible_to<bool>;
+};
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `TransferStats`: what a buffer allocated and copied, so tests and users see every copy.
+
+#include <cstdint>
+#include <ostream>
+
+#include "../core/config.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+/// Counts of allocations, copies (and their bytes) in each direction, and math kernels run on each side.
+struct TransferStats {
+    std::uint64_t host_allocations = 0;        ///< owned host blocks allocated
+    std::uint64_t device_allocations = 0;      ///< owned device blocks allocated
+    std::uint64_t host_to_device = 0;          ///< H→D copies
+    std::uint64_t host_to_device_bytes = 0;    ///< bytes copied H→D
+    std::uint64_t device_to_host = 0;          ///< D→H copies
+    std::uint64_t device_to_host_bytes = 0;    ///< bytes copied D→H
+    std::uint64_t device_to_device = 0;        ///< D→D copies
+    std::uint64_t device_to_device_bytes = 0;  ///< bytes copied D→D
+    std::uint64_t host_to_host = 0;            ///< H→H copies (copy on write, copy_from on the host)
+    std::uint64_t host_to_host_bytes = 0;      ///< bytes copied H→H
+    std::uint64_t host_kernels = 0;            ///< math kernels run on the host side (recorded by the math layer)
+    std::uint64_t device_kernels = 0;          ///< math kernels run on the device side (recorded by the math layer)
+
+    /// Copies between host and device, both directions.
+    [[nodiscard]] constexpr std::uint64_t transfers() const noexcept { return host_to_device + device_to_host; }
+
+    constexpr TransferStats& operator+=(const TransferStats& o) noexcept {
+        host_allocations += o.host_allocations;
+        device_allocations += o.device_allocations;
+        host_to_device += o.host_to_device;
+        host_to_device_bytes += o.host_to_device_bytes;
+        device_to_host += o.device_to_host;
+        device_to_host_bytes += o.device_to_host_bytes;
+        device_to_device += o.device_to_device;
+        device_to_device_bytes += o.device_to_device_bytes;
+        host_to_host += o.host_to_host;
+        host_to_host_bytes += o.host_to_host_bytes;
+        host_kernels += o.host_kernels;
+        device_kernels += o.device_kernels;
+        return *this;
+    }
+
+    friend constexpr TransferStats operator+(TransferStats a, const TransferStats& b) noexcept { return a += b; }
+    friend constexpr bool operator==(const TransferStats&, const TransferStats&) = default;
+
+    /// One line: "alloc h/d 1/1, H→D 1 (64 B), D→H 0 (0 B), D→D 0 (0 B), H→H 0 (0 B), kernels h/d 0/0".
+    friend std::ostream& operator<<(std::ostream& os, const TransferStats& s) {
+        return os << "alloc h/d " << s.host_allocations << '/' << s.device_allocations << ", H->D " << s.host_to_device
+                  << " (" << s.host_to_device_bytes << " B), D->H " << s.device_to_host << " ("
+                  << s.device_to_host_bytes << " B), D->D " << s.device_to_device << " (" << s.device_to_device_bytes
+                  << " B), H->H " << s.host_to_host << " (" << s.host_to_host_bytes << " B), kernels h/d "
+                  << s.host_kernels << '/' << s.device_kernels;
+    }
+};
+
+SYNCBLOB_END_NAMESPACE
