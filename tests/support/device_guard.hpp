@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+// Backend hooks for the backend-generic test suites (tests/memory/buffer_suite.hpp,
+// tests/math/math_suite.hpp). A suite body starts with SYNCBLOB_REQUIRE_DEVICE(Backend): where the
+// backend has no usable device it prints "skipped: ..." (which ctest counts as skipped) and returns.
+// Backends specialise TestDevice; SimulatedDevice's is here, cuda::Device's in tests/cuda.
+
+#include <cstddef>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <syncblob/memory/device_backend.hpp>
+#include <syncblob/memory/simulated_device.hpp>
+
+namespace syncblob_test {
+
+/// What the suites need to know about a backend beyond the DeviceBackend concept.
+template <class Backend>
+struct TestDevice;
+
+template <>
+struct TestDevice<syncblob::SimulatedDevice> {
+    /// Why the backend cannot run here, or nothing when it can.
+    static std::optional<std::string> unavailable() { return std::nullopt; }
+    /// Devices the backend offers (SimulatedDevice: what the scope's settings say).
+    static int count() { return syncblob::SimulatedDevice::settings().device_count; }
+    static void set_device(int id) { syncblob::SimulatedDevice::set_device(id); }
+    /// True when device pointers are host-addressable (tests may then look at them directly).
+    static constexpr bool host_addressable = true;
+};
+
+/// Bytes of device memory, read through the backend (works whether or not device memory is host-addressable).
+template <class Backend>
+std::vector<unsigned char> read_device(const void* device_ptr, std::size_t bytes) {
+    std::vector<unsigned char> out(bytes);
+    if (bytes != 0) {
+        Backend::copy(out.data(), device_ptr, bytes, syncblob::CopyKind::device_to_host,
+                      typename Backend::stream_type{});
+    }
+    return out;
+}
+
+/// Writes bytes into device memory through the backend.
+template <class Backend>
+void write_device(void* device_ptr, const void* host, std::size_t bytes) {
+    if (bytes != 0) {
+        Backend::copy(device_ptr, host, bytes, syncblob::CopyKind::host_to_device, typename Backend::stream_type{});
+    }
+}
+
+}  // namespace syncblob_test
+
+/// Returns from the current test, reporting it skipped, when `Backend` has no usable device here.
+#define SYNCBLOB_REQUIRE_DEVICE(Backend)                                                            \
+    do {                                                                                            \
+        if (const auto syncblob_reason_ = ::syncblob_test::TestDevice<Backend>::unavailable()) {    \
+            std::cout << "skipped: " << *syncblob_reason_ << std::endl;                             \
+            return;                                                                                 \
+        }                                                                                           \
+    } while (false)
