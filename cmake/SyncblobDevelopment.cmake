@@ -1,4 +1,5 @@
-# Settings for syncblob's own tests, examples, benchmarks and fuzzers (never for consumers).
+# Settings for syncblob's own tests, examples, benchmarks and fuzzers (never for consumers):
+# syncblob_dev_flags = warnings (as errors with SYNCBLOB_WERROR) + sanitizers.
 
 add_library(syncblob_dev_flags INTERFACE)
 target_compile_options(syncblob_dev_flags INTERFACE
@@ -7,11 +8,14 @@ target_compile_options(syncblob_dev_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SYNCBLOB_WERROR}>>:--Werror=all-warnings -Xcompiler=-Werror>)
 
+# Sanitizers apply to everything syncblob builds for itself, third-party code compiled in included.
+add_library(syncblob_sanitize INTERFACE)
 if(SYNCBLOB_SANITIZE)
-  target_compile_options(syncblob_dev_flags INTERFACE
+  target_compile_options(syncblob_sanitize INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${SYNCBLOB_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
-  target_link_options(syncblob_dev_flags INTERFACE -fsanitize=${SYNCBLOB_SANITIZE})
+  target_link_options(syncblob_sanitize INTERFACE -fsanitize=${SYNCBLOB_SANITIZE})
 endif()
+target_link_libraries(syncblob_dev_flags INTERFACE syncblob_sanitize)
 
 # Finds a Python interpreter that can import numpy (Debian's own, not the first python3 on PATH).
 function(syncblob_find_numpy_python out)
