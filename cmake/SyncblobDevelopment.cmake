@@ -1,6 +1,8 @@
 # Settings for syncblob's own tests, examples, benchmarks and fuzzers (never for consumers):
 # syncblob_dev_flags = warnings (as errors with SYNCBLOB_WERROR) + sanitizers.
 
+set(CMAKE_CXX_EXTENSIONS OFF)
+
 add_library(syncblob_dev_flags INTERFACE)
 target_compile_options(syncblob_dev_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion>
