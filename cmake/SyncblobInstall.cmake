@@ -21,3 +21,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/syncblobConfigVersion.cma
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES ${PROJECT_BINARY_DIR}/syncblobConfig.cmake ${PROJECT_BINARY_DIR}/syncblobConfigVersion.cmake
   DESTINATION ${SYNCBLOB_CMAKE_DIR})
+
+# pkg-config, for builds without CMake (core only; add Eigen / nlohmann_json / CUDA flags yourself).
+configure_file(cmake/syncblob.pc.in ${PROJECT_BINARY_DIR}/syncblob.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/syncblob.pc DESTINATION ${CMAKE_INSTALL_DATADIR}/pkgconfig)

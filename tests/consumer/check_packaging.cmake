@@ -1,0 +1,67 @@
+# Checks that the version and dependency lists of the CMake project, the version header, the vcpkg
+# port and the Conan recipe agree. (vcpkg and Conan cannot run on syncblob's CI machines.)
+# Usage: cmake -DSOURCE=<syncblob checkout> -P check_packaging.cmake
+set(errors "")
+macro(expect what actual expected)
+  if(NOT "${actual}" STREQUAL "${expected}")
+    string(APPEND errors "${what}: '${actual}', expected '${expected}'\n")
+  endif()
+endmacro()
+
+file(READ ${SOURCE}/CMakeLists.txt cmakelists)
+string(REGEX MATCH "project\\(syncblob[^)]*VERSION ([0-9]+\\.[0-9]+\\.[0-9]+)" _ "${cmakelists}")
+set(version ${CMAKE_MATCH_1})
+if(NOT version)
+  message(FATAL_ERROR "no VERSION in the project() call of CMakeLists.txt")
+endif()
+
+file(READ ${SOURCE}/include/syncblob/core/config.hpp config)
+foreach(part MAJOR MINOR PATCH)
+  string(REGEX MATCH "#define SYNCBLOB_VERSION_${part} ([0-9]+)" _ "${config}")
+  list(APPEND header_version ${CMAKE_MATCH_1})
+endforeach()
+list(JOIN header_version "." header_version)
+expect("core/config.hpp version" "${header_version}" "${version}")
+
+file(READ ${SOURCE}/ports/syncblob/vcpkg.json vcpkg)
+string(JSON vcpkg_version GET "${vcpkg}" version)
+expect("vcpkg.json version" "${vcpkg_version}" "${version}")
+file(READ ${SOURCE}/conanfile.py conan)
+string(REGEX MATCH "\n    version = \"([^\"]+)\"" _ "${conan}")
+expect("conanfile.py version" "${CMAKE_MATCH_1}" "${version}")
+
+# Dependencies: CMake's minimum versions (major.minor) against the ports'.
+file(READ ${SOURCE}/cmake/SyncblobComponents.cmake components)
+string(REGEX MATCH "find_package\\(Eigen3 ([0-9]+\\.[0-9]+)" _ "${components}")
+set(eigen_min ${CMAKE_MATCH_1})
+string(REGEX MATCH "find_package\\(nlohmann_json ([0-9]+\\.[0-9]+)" _ "${components}")
+set(json_min ${CMAKE_MATCH_1})
+
+string(JSON eigen_dep GET "${vcpkg}" features eigen dependencies 0 name)
+string(JSON eigen_ver GET "${vcpkg}" features eigen dependencies 0 "version>=")
+expect("vcpkg eigen feature" "${eigen_dep}" "eigen3")
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" eigen_ver "${eigen_ver}")
+expect("vcpkg eigen3 minimum" "${eigen_ver}" "${eigen_min}")
+string(JSON json_dep GET "${vcpkg}" features json dependencies 0 name)
+string(JSON json_ver GET "${vcpkg}" features json dependencies 0 "version>=")
+expect("vcpkg json feature" "${json_dep}" "nlohmann-json")
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" json_ver "${json_ver}")
+expect("vcpkg nlohmann-json minimum" "${json_ver}" "${json_min}")
+
+string(REGEX MATCH "\"eigen/([0-9]+\\.[0-9]+)" _ "${conan}")
+expect("conan eigen requirement" "${CMAKE_MATCH_1}" "${eigen_min}")
+string(REGEX MATCH "\"nlohmann_json/([0-9]+\\.[0-9]+)" _ "${conan}")
+expect("conan nlohmann_json requirement" "${CMAKE_MATCH_1}" "${json_min}")
+
+# Components: every optional CMake component has a vcpkg feature.
+foreach(component eigen json cuda)
+  string(JSON feature ERROR_VARIABLE missing GET "${vcpkg}" features ${component})
+  if(missing)
+    string(APPEND errors "vcpkg.json has no feature '${component}' for syncblob::${component}\n")
+  endif()
+endforeach()
+
+if(errors)
+  message(FATAL_ERROR "packaging metadata disagrees:\n${errors}")
+endif()
+message(STATUS "packaging metadata agrees: version ${version}, Eigen >= ${eigen_min}, nlohmann_json >= ${json_min}")
