@@ -1,0 +1,25 @@
+# The `docs` target: Doxygen's API reference in <build>/docs/html, with warnings in
+# <build>/docs/warnings.log. A test (docs.no_warnings) fails when that log is not empty.
+find_package(Doxygen QUIET)
+if(NOT DOXYGEN_FOUND)
+  return()
+endif()
+set(SYNCBLOB_DOCS_OUTPUT ${PROJECT_BINARY_DIR}/docs)
+set(SYNCBLOB_HAVE_DOT NO)
+if(DOXYGEN_DOT_FOUND)
+  set(SYNCBLOB_HAVE_DOT YES)
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/docs/Doxyfile.in ${SYNCBLOB_DOCS_OUTPUT}/Doxyfile @ONLY)
+add_custom_target(docs
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${SYNCBLOB_DOCS_OUTPUT}
+  COMMAND Doxygen::doxygen ${SYNCBLOB_DOCS_OUTPUT}/Doxyfile
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+  COMMENT "syncblob: API reference in ${SYNCBLOB_DOCS_OUTPUT}/html"
+  VERBATIM)
+if(SYNCBLOB_BUILD_TESTS AND SYNCBLOB_TESTS STREQUAL "all")
+  add_test(NAME docs.no_warnings
+    COMMAND ${CMAKE_COMMAND} -DDOXYGEN=$<TARGET_FILE:Doxygen::doxygen> -DDOXYFILE=${SYNCBLOB_DOCS_OUTPUT}/Doxyfile
+            -DLOG=${SYNCBLOB_DOCS_OUTPUT}/warnings.log -DSOURCE=${PROJECT_SOURCE_DIR}
+            -P ${PROJECT_SOURCE_DIR}/cmake/CheckDocs.cmake)
+  set_tests_properties(docs.no_warnings PROPERTIES LABELS docs)
+endif()
