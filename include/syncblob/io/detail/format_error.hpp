@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `io::throw_format_error`, the one way every reader reports a malformed input (declared here so
+/// that the detail headers can use it; documented with the public API in `syncblob/io/file.hpp`).
+
+#include <string>
+#include <string_view>
+
+#include "../../core/error.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace io {
+
+/// Throws `FormatError("<source>: <where>: <what>")`, e.g.
+/// "w.npy: header byte 10: expected 'descr' key". `source` names the file (or the in-memory
+/// input), `where` the field or byte offset, `what` what was expected and what was found.
+[[noreturn]] inline void throw_format_error(std::string_view source, std::string_view where, std::string_view what) {
+    std::string message;
+    message.reserve(source.size() + where.size() + what.size() + 4);
+    message.append(source).append(": ").append(where).append(": ").append(what);
+    throw FormatError(message);
+}
+
+}  // namespace io
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// POSIX file descriptors for the IO layer: an owning handle, positioned reads and writes that
+/// loop over short transfers and EINTR, and the error messages every IO function shares.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "../../core/error.hpp"
+#include "format_error.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// Largest single read/write request (Linux transfers at most 0x7ffff000 bytes per call).
+inline constexpr std::size_t max_io_chunk = std::size_t{1} << 30;
+
+/// IOError("<op>: <what> \"<path>\": <strerror(err)>").
+[[noreturn]] inline void throw_io_error(std::string_view op, std::string_view what, const std::filesystem::path& path,
+                                        int err) {
+    throw IOError(std::string(op) + ": " + std::string(what) + " \"" + path.string() + "\": " + std::strerror(err));
+}
+
+/// An owned file descriptor, closed on destruction.
+class FileDescriptor {
+public:
+    FileDescriptor() noexcept = default;
+    explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
+    FileDescriptor(const FileDescriptor&) = delete;
+    FileDescriptor& operator=(const FileDescriptor&) = delete;
+    FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+        if (this != &other) {
+            reset();
+            fd_ = std::exchange(other.fd_, -1);
+        }
+        return *this;
+    }
+    ~FileDescriptor() { reset(); }
+
+    [[nodiscard]] int get() const noexcept { return fd_; }
+    [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
+
+    /// Closes the descriptor; returns close()'s errno, or 0.
+    int close() noexcept {
+        if (fd_ < 0) {
+            return 0;
+        }
+        const int rc = ::close(std::exchange(fd_, -1));
+        return rc == 0 ? 0 : errno;
+    }
+    void reset() noexcept { (void)close(); }
+
+private:
+    int fd_ = -1;
+};
+
+/// A file opened for reading, with its size taken when it was opened.
+class InputFile {
+public:
+    /// \throws IOError when the file cannot be opened or is not a regular file.
+    explicit InputFile(const std::filesystem::path& path) : path_(path) {
+        int fd = -1;
+        do {
+            fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        } while (fd < 0 && errno == EINTR);
+        if (fd < 0) {
+            throw_io_error("open", "cannot open", path, errno);
+        }
+        fd_ = FileDescriptor(fd);
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            throw_io_error("open", "cannot stat", path, errno);
+        }
+        if (!S_ISREG(st.st_mode)) {
+            throw IOError("open: \"" + path.string() + "\" is not a regular file");
+        }
+        size_ = static_cast<std::uint64_t>(st.st_size);
+    }
+
+    [[nodiscard]] int fd() const noexcept { return fd_.get(); }
+    [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+    [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+    /// Reads exactly `bytes` bytes at `offset` into `dst`. A file that ends early (it shrank
+    /// since it was opened) is a FormatError naming `where`. \throws IOError on a read error.
+    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, std::string_view where) const {
+        auto* out = static_cast<char*>(dst);
+        while (bytes != 0) {
+            const std::size_t chunk = bytes < max_io_chunk ? bytes : max_io_chunk;
+            const ssize_t n = ::pread(fd_.get(), out, chunk, static_cast<off_t>(offset));
+            if (n < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                throw_io_error("read", "cannot read", path_, errno);
+            }
+            if (n == 0) {
+                io::throw_format_error(path_.string(), where,
+                                       "file ends at byte " + std::to_string(offset) + ", " + std::to_string(bytes) +
+                                           " more bytes expected (truncated)");
+            }
+            const auto got = static_cast<std::size_t>(n);
+            out += got;
+            bytes -= got;
+            offset += got;
+        }
+    }
+
+private:
+    std::filesystem::path path_;
+    FileDescriptor fd_;
+    std::uint64_t size_ = 0;
+};
+
+/// Asks the kernel to back [p, p + bytes) with transparent huge pages before it is first touched:
+/// reading a large file into fresh memory then costs one fault per 2 MiB instead of per 4 KiB.
+/// Only whole pages inside the range are advised; small ranges and failures are ignored.
+inline void advise_huge_pages(void* p, std::size_t bytes) noexcept {
+#if defined(MADV_HUGEPAGE)
+    constexpr std::size_t huge = std::size_t{2} << 20;
+    if (p == nullptr || bytes < 2 * huge) {
+        return;
+    }
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    const auto page = static_cast<std::uintptr_t>(page_size > 0 ? page_size : 4096);
+    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
+    if (end > begin) {
+        (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+    }
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+}  // namespace detail
+
+SYNCBLOB_END_NAMESPACE
