@@ -23,3 +23,12 @@ if(SYNCBLOB_BUILD_TESTS AND SYNCBLOB_TESTS STREQUAL "all")
             -P ${PROJECT_SOURCE_DIR}/cmake/CheckDocs.cmake)
   set_tests_properties(docs.no_warnings PROPERTIES LABELS docs)
 endif()
+
+# The state-machine picture of the guide, rendered from its source in docs/.
+if(DOXYGEN_DOT_FOUND)
+  add_custom_target(diagrams
+    COMMAND ${DOXYGEN_DOT_EXECUTABLE} -Tpng -Gdpi=110 ${PROJECT_SOURCE_DIR}/docs/state-machine.dot
+            -o ${PROJECT_SOURCE_DIR}/docs/state-machine.png
+    COMMENT "syncblob: rendering docs/state-machine.png"
+    VERBATIM)
+endif()
