@@ -17,12 +17,50 @@
 
 namespace syncblob_test {
 
+/// What a suite may ask a backend to provide for one test (only backends that can simulate it need
+/// to honour it; real devices report what they have through `count()`).
+struct TestSetup {
+    int device_count = 1;  ///< devices the test would like to exist
+};
+
+/// A do-nothing stand-in for backends without a `Scope` hook.
+struct NoTestScope {
+    explicit NoTestScope(TestSetup) noexcept {}
+};
+
 /// What the suites need to know about a backend beyond the DeviceBackend concept.
 template <class Backend>
 struct TestDevice;
 
+/// Optional hook: `TestDevice<B>::Scope`, an RAII type constructed from a `TestSetup`, sets the
+/// backend up for one test and restores it after (SimulatedDevice: device_count). A suite calls
+/// `scoped_setup<Backend>(setup)` and keeps the result alive for the test; for a backend without
+/// the hook it does nothing.
+template <class Backend>
+auto scoped_setup(TestSetup setup) {
+    if constexpr (requires { typename TestDevice<Backend>::Scope; }) {
+        return typename TestDevice<Backend>::Scope(setup);
+    } else {
+        return NoTestScope(setup);
+    }
+}
+
 template <>
 struct TestDevice<syncblob::SimulatedDevice> {
+    /// Installs SimulatedDevice settings with `device_count` simulated devices, and makes device 0
+    /// current again when the test ends.
+    class Scope {
+    public:
+        explicit Scope(TestSetup setup)
+            : scope_(syncblob::SimulatedDevice::Settings{.device_count = setup.device_count}) {}
+        ~Scope() { syncblob::SimulatedDevice::set_device(0); }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+
+    private:
+        syncblob::SimulatedDevice::Scope scope_;
+    };
+
     /// Why the backend cannot run here, or nothing when it can.
     static std::optional<std::string> unavailable() { return std::nullopt; }
     /// Devices the backend offers (SimulatedDevice: what the scope's settings say).

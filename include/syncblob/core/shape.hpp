@@ -122,18 +122,28 @@ private:
         if (extents.size() > max_axes) {
             throw_too_many_axes(extents.size());
         }
+        // The product of the non-zero extents must fit too (not only the count, which a zero extent
+        // makes 0): count(start, end) multiplies any run of axes and must not overflow either.
         std::int64_t product = 1;
+        bool has_zero = false;
         for (std::size_t i = 0; i < extents.size(); ++i) {
             const std::int64_t e = extents[i];
             if (e < 0) {
                 throw ShapeError("Shape: extent " + std::to_string(e) + " on axis " + std::to_string(i) +
                                  " is negative");
             }
-            if (e != 0 && product > std::numeric_limits<std::int64_t>::max() / e) {
+            if (e == 0) {
+                has_zero = true;
+                continue;
+            }
+            if (product > std::numeric_limits<std::int64_t>::max() / e) {
                 throw ShapeError("Shape: element count overflows int64 at axis " + std::to_string(i) + " (extent " +
                                  std::to_string(e) + ")");
             }
             product *= e;
+        }
+        if (has_zero) {
+            product = 0;
         }
         // Only now that every check passed does the object change.
         std::copy(extents.begin(), extents.end(), extents_.begin());

@@ -42,6 +42,12 @@ struct AlignedAllocator {
         if (bytes == 0) {
             return {};
         }
+        // Aligned operator new rounds the size up to the alignment, which wraps for sizes near
+        // SIZE_MAX (libstdc++ then hands out a tiny block), and sanitizers abort rather than throw
+        // on absurd sizes: refuse anything no object can have.
+        if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment) {
+            throw std::bad_alloc();
+        }
         return {::operator new (bytes, std::align_val_t{alignment}), bytes, 0};
     }
 

@@ -79,6 +79,8 @@ public:
     };
 
     static constexpr std::string_view name = "SimulatedDevice";
+    /// The byte a fresh device block is filled with (device memory starts out as garbage).
+    static constexpr unsigned char uninitialized_byte = 0xCD;
     static constexpr bool has_device = true;
 
     /// \throws std::bad_alloc when out of memory or when the scope's fault injection says so.
@@ -89,7 +91,12 @@ public:
         if (s.settings.fail_allocation != 0 && s.allocations_in_scope == s.settings.fail_allocation) {
             throw std::bad_alloc();
         }
+        if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment) {  // aligned new would wrap
+            throw std::bad_alloc();
+        }
         void* p = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{alignment});
+        // Fresh device memory is not zero on a GPU either: code that forgets to zero-fill shows it.
+        std::memset(p, uninitialized_byte, bytes);
         ++s.live_blocks;
         s.live_bytes += bytes;
         return p;

@@ -151,8 +151,8 @@ public:
         host_ = data;
         host_read_only_ = borrow.read_only;
         host_keep_alive_ = std::move(borrow.keep_alive);
-        make_stale(Side::device);
         publish(Head::at_host);
+        make_stale(Side::device);
     }
 
     /// Read-only borrow of host memory: never written; the first mutable access copies it first.
@@ -172,8 +172,8 @@ public:
         device_id_ = Device::current_device();
         device_read_only_ = borrow.read_only;
         device_keep_alive_ = std::move(borrow.keep_alive);
-        make_stale(Side::host);
         publish(Head::at_device);
+        make_stale(Side::host);
     }
 
     /// Issues an H→D copy on `stream` and returns without waiting. at_host → synced; synced: nothing.
@@ -300,10 +300,17 @@ public:
     void set_poison_byte(unsigned char byte) noexcept { poison_byte_ = byte; }
 
     /// The device the device block lives on, or -1 when there is none.
-    [[nodiscard]] int device_id() const noexcept { return device_ == nullptr ? -1 : device_id_; }
+    /// (Locks: a concurrent const access may be allocating the device block.)
+    [[nodiscard]] int device_id() const {
+        std::lock_guard lock(mutex_);
+        return device_ == nullptr ? -1 : device_id_;
+    }
 
     /// True when the host side is memory the buffer does not own.
-    [[nodiscard]] bool host_borrowed() const noexcept { return host_ != nullptr && !host_block_.data; }
+    [[nodiscard]] bool host_borrowed() const {
+        std::lock_guard lock(mutex_);
+        return host_ != nullptr && !host_block_.data;
+    }
 
 private:
     enum class Access : std::uint8_t {
@@ -321,7 +328,9 @@ private:
     static constexpr std::uint8_t state_of(Head h) noexcept { return static_cast<std::uint8_t>(h); }
 
     // The slow path: every access that changes something. Holds the mutex; on any exception the
-    // head is unchanged (allocation happens before the head moves).
+    // head is unchanged (allocation happens before the head moves). The stale side is poisoned
+    // only after the new head is published, so a failing poison cannot leave a fresh side garbled
+    // under a head that still names it fresh.
     void* access(std::string_view op, Access a) const {
         const bool to_host = a == Access::host_read || a == Access::host_write || a == Access::host_overwrite;
         if (!to_host) {
@@ -352,13 +361,13 @@ private:
                 } else {
                     ensure_host(false, true);  // copy on write of a read-only borrow
                 }
-                make_stale(Side::device);
                 publish(Head::at_host);
+                make_stale(Side::device);
                 return host_;
             case Access::host_overwrite:
                 ensure_host(false, false);
-                make_stale(Side::device);
                 publish(Head::at_host);
+                make_stale(Side::device);
                 return host_;
             case Access::device_read:
                 if (h == Head::uninitialized) {
@@ -380,14 +389,14 @@ private:
                     check_device_id(op);
                     ensure_device(false, true);
                 }
-                make_stale(Side::host);
                 publish(Head::at_device);
+                make_stale(Side::host);
                 return device_;
             case Access::device_overwrite:
                 check_device_id(op);
                 ensure_device(false, false);
-                make_stale(Side::host);
                 publish(Head::at_device);
+                make_stale(Side::host);
                 return device_;
         }
         return nullptr;
@@ -438,7 +447,6 @@ private:
             return;
         }
         void* block = Device::allocate(size_);
-        ++stats_.device_allocations;
         try {
             if (device_ != nullptr && preserve) {
                 Device::copy(block, device_, size_, CopyKind::device_to_device, stream_);
@@ -450,6 +458,7 @@ private:
             Device::deallocate(block, size_);
             throw;
         }
+        ++stats_.device_allocations;
         release_device();
         device_ = block;
         device_owned_ = true;
@@ -483,6 +492,7 @@ private:
                 return;
             }
             if (side == Side::host && host_block_.data != nullptr) {
+                wait_host_unlocked();  // an issued copy may still read or write the host block
                 std::memset(host_, poison_byte_, size_);
             } else if (side == Side::device && device_owned_) {
                 Device::fill(device_, poison_byte_, size_, stream_);
