@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// Thin checked cuBLAS calls for float and double through the 64-bit entry points (`cublasSasum_64`
+/// …, so no chunking at INT_MAX), on one handle per thread and device, created lazily. Host code.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "error.hpp"
+#include "runtime.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace cuda {
+
+namespace detail {
+
+/// An owned cuBLAS handle.
+class CublasHandle {
+public:
+    CublasHandle() = default;
+    explicit CublasHandle(cublasHandle_t h) noexcept : handle_(h) {}
+    CublasHandle(CublasHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    CublasHandle& operator=(CublasHandle&& other) noexcept {
+        std::swap(handle_, other.handle_);
+        return *this;
+    }
+    CublasHandle(const CublasHandle&) = delete;
+    CublasHandle& operator=(const CublasHandle&) = delete;
+    ~CublasHandle() {
+        if (handle_ != nullptr) {
+            (void)cublasDestroy(handle_);
+        }
+    }
+    [[nodiscard]] cublasHandle_t get() const noexcept { return handle_; }
+
+private:
+    cublasHandle_t handle_ = nullptr;
+};
+
+}  // namespace detail
+
+/// The calling thread's cuBLAS handle for the current device, created on first use and destroyed
+/// when the thread ends. Results are returned to host memory (the default pointer mode).
+/// \throws NoDeviceError without a usable device; DeviceError when cuBLAS cannot start.
+[[nodiscard]] inline cublasHandle_t cublas_handle() {
+    thread_local std::vector<detail::CublasHandle> handles;  // indexed by device
+    const int device = current_device();
+    const auto index = static_cast<std::size_t>(device);
+    if (index >= handles.size()) {
+        handles.resize(index + 1);
+    }
+    if (handles[index].get() == nullptr) {
+        cublasHandle_t h = nullptr;
+        SYNCBLOB_CUDA_CHECK(cublasCreate(&h), "cuda::cublas_handle for device " + std::to_string(device));
+        handles[index] = detail::CublasHandle(h);
+    }
+    return handles[index].get();
+}
+
+namespace detail {
+/// The thread's handle for the current device, set to issue its work on `stream`.
+[[nodiscard]] inline cublasHandle_t cublas_on_stream(cudaStream_t stream) {
+    cublasHandle_t h = cublas_handle();
+    SYNCBLOB_CUDA_CHECK(cublasSetStream(h, stream), "cuda::blas");
+    return h;
+}
+}  // namespace detail
+
+/// float and double BLAS-1 on device pointers, on `stream`. Reductions wait for their result.
+namespace blas {
+
+/// Σ|x[i]|.
+[[nodiscard]] inline float asum(const float* x, std::int64_t n, cudaStream_t stream) {
+    float r = 0;
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasSasum_64(cuda::detail::cublas_on_stream(stream), n, x, 1, &r), "cuda::blas::asum");
+    }
+    return r;
+}
+[[nodiscard]] inline double asum(const double* x, std::int64_t n, cudaStream_t stream) {
+    double r = 0;
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasDasum_64(cuda::detail::cublas_on_stream(stream), n, x, 1, &r), "cuda::blas::asum");
+    }
+    return r;
+}
+
+/// Σx[i]·y[i].
+[[nodiscard]] inline float dot(const float* x, const float* y, std::int64_t n, cudaStream_t stream) {
+    float r = 0;
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasSdot_64(cuda::detail::cublas_on_stream(stream), n, x, 1, y, 1, &r),
+                            "cuda::blas::dot");
+    }
+    return r;
+}
+[[nodiscard]] inline double dot(const double* x, const double* y, std::int64_t n, cudaStream_t stream) {
+    double r = 0;
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasDdot_64(cuda::detail::cublas_on_stream(stream), n, x, 1, y, 1, &r),
+                            "cuda::blas::dot");
+    }
+    return r;
+}
+
+/// y += alpha·x.
+inline void axpy(float alpha, const float* x, float* y, std::int64_t n, cudaStream_t stream) {
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasSaxpy_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1, y, 1),
+                            "cuda::blas::axpy");
+    }
+}
+inline void axpy(double alpha, const double* x, double* y, std::int64_t n, cudaStream_t stream) {
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasDaxpy_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1, y, 1),
+                            "cuda::blas::axpy");
+    }
+}
+
+/// x *= alpha.
+inline void scal(float alpha, float* x, std::int64_t n, cudaStream_t stream) {
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasSscal_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1),
+                            "cuda::blas::scal");
+    }
+}
+inline void scal(double alpha, double* x, std::int64_t n, cudaStream_t stream) {
+    if (n > 0) {
+        SYNCBLOB_CUDA_CHECK(cublasDscal_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1),
+                            "cuda::blas::scal");
+    }
+}
+
+}  // namespace blas
+
+}  // namespace cuda
+
+SYNCBLOB_END_NAMESPACE

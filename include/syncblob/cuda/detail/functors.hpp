@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The bodies of syncblob's custom CUDA kernels, as `SYNCBLOB_HOST_DEVICE` functors over an
+/// element index, and the launch geometry of the reductions. Plain C++: the host runs the same
+/// bodies in tests (and `emulate_reduce` replays a reduction in the device's exact order).
+
+#include <array>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "../../core/element.hpp"
+#include "../../math/device_kernels.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace cuda::detail {
+
+/// Threads per block of every custom kernel.
+inline constexpr int block_threads = 256;
+/// Most blocks a reduction uses: the grid, and so the summation order, depends on `n` only.
+inline constexpr std::int64_t max_reduce_blocks = 1024;
+/// Most blocks an element-wise kernel uses (each thread then strides over the rest).
+inline constexpr std::int64_t max_for_each_blocks = 65535;
+
+/// Blocks for `n` elements: one per `block_threads`, at least 1, at most `cap`.
+SYNCBLOB_HOST_DEVICE constexpr std::int64_t blocks_for(std::int64_t n, std::int64_t cap) noexcept {
+    const std::int64_t b = (n + block_threads - 1) / block_threads;
+    return b < 1 ? 1 : (b > cap ? cap : b);
+}
+
+template <class T>
+inline constexpr bool is_16bit_float = std::same_as<T, half> || std::same_as<T, bfloat16>;
+
+/// An integer from a floating value: truncated toward zero, saturated at the type's limits, NaN → 0.
+template <std::integral To>
+SYNCBLOB_HOST_DEVICE constexpr To saturate(double v) noexcept {
+    constexpr double lowest = static_cast<double>(std::numeric_limits<To>::min());
+    constexpr double highest = static_cast<double>(std::numeric_limits<To>::max());  // 2^63, 2^64 for 64 bits
+    if (v != v) {
+        return To{0};
+    }
+    if (v <= lowest) {
+        return std::numeric_limits<To>::min();
+    }
+    if (v >= highest) {
+        return std::numeric_limits<To>::max();
+    }
+    return static_cast<To>(v);
+}
+
+/// One element converted between element types, the same on host and device:
+/// - to bool: non-zero (NaN included) is true;
+/// - from bool: 0 or 1;
+/// - floating to integer: truncated toward zero, saturated, NaN → 0 (never undefined);
+/// - integer to integer: modulo 2^N (C++20 conversion);
+/// - to half / bfloat16: through float, rounded to nearest even; to float or double: rounded to nearest.
+template <Element To, Element From>
+SYNCBLOB_HOST_DEVICE constexpr To convert_element(From x) noexcept {
+    if constexpr (std::same_as<To, From>) {
+        return x;
+    } else if constexpr (std::same_as<From, bool>) {
+        return convert_element<To>(static_cast<std::uint8_t>(x ? 1 : 0));
+    } else if constexpr (is_16bit_float<From>) {
+        return convert_element<To>(static_cast<float>(x));
+    } else if constexpr (std::same_as<To, bool>) {
+        return x != From{0};
+    } else if constexpr (is_16bit_float<To>) {
+        return To(static_cast<float>(x));
+    } else if constexpr (std::floating_point<To>) {
+        return static_cast<To>(x);
+    } else if constexpr (std::floating_point<From>) {
+        return saturate<To>(static_cast<double>(x));
+    } else {
+        return static_cast<To>(x);
+    }
+}
+
+/// Reduction terms: `term(i)` is the i-th summand, in the accumulator type.
+template <FloatingElement T>
+struct AbsTerm {
+    using value_type = accumulator_t<T>;
+    const T* x;
+    SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
+        const auto v = static_cast<value_type>(x[i]);
+        return v < value_type{0} ? -v : v;
+    }
+};
+
+template <FloatingElement T>
+struct SquareTerm {
+    using value_type = accumulator_t<T>;
+    const T* x;
+    SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
+        const auto v = static_cast<value_type>(x[i]);
+        return v * v;
+    }
+};
+
+template <FloatingElement T>
+struct ProductTerm {
+    using value_type = accumulator_t<T>;
+    const T* x;
+    const T* y;
+    SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
+        return static_cast<value_type>(x[i]) * static_cast<value_type>(y[i]);
+    }
+};
+
+/// Element-wise bodies: `op(i)` updates element i.
+template <FloatingElement T>
+struct SubtractAt {  // y -= x
+    T* y;
+    const T* x;
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept {
+        using A = accumulator_t<T>;
+        y[i] = static_cast<T>(static_cast<A>(y[i]) - static_cast<A>(x[i]));
+    }
+};
+
+template <FloatingElement T>
+struct ScaleAt {  // x *= alpha
+    T* x;
+    accumulator_t<T> alpha;
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept {
+        x[i] = static_cast<T>(static_cast<accumulator_t<T>>(x[i]) * alpha);
+    }
+};
+
+template <Element T>
+struct FillAt {
+    T* dst;
+    T value;
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { dst[i] = value; }
+};
+
+template <Element To, Element From>
+struct ConvertAt {
+    To* dst;
+    const From* src;
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { dst[i] = convert_element<To>(src[i]); }
+};
+
+/// The summand type of a reduction term.
+template <class Term>
+using term_value_t = typename Term::value_type;
+
+/// One thread's share of a reduction: the terms start, start + stride, … below n, summed in order.
+template <class Term>
+SYNCBLOB_HOST_DEVICE term_value_t<Term> strided_sum(const Term& term, std::int64_t n, std::int64_t start,
+                                                    std::int64_t stride) noexcept {
+    term_value_t<Term> sum{0};
+    for (std::int64_t i = start; i < n; i += stride) {
+        sum += term(i);
+    }
+    return sum;
+}
+
+/// The block's tree reduction into values[0], done by one thread in the order the block's threads
+/// do it in parallel (at each step, thread t < s adds values[t + s]; no step reads what it writes).
+template <class V>
+SYNCBLOB_HOST_DEVICE void tree_reduce(V* values) noexcept {
+    for (int s = block_threads / 2; s > 0; s >>= 1) {
+        for (int t = 0; t < s; ++t) {
+            values[t] += values[t + s];
+        }
+    }
+}
+
+/// The blocks' partial sums added in block order (on the host, after the kernel).
+template <class V>
+[[nodiscard]] V sum_partials(const V* partials, std::int64_t count) noexcept {
+    V sum{0};
+    for (std::int64_t b = 0; b < count; ++b) {
+        sum += partials[b];
+    }
+    return sum;
+}
+
+/// Replays on the host, in the same order, the reduction the device computes for `term` over `n`
+/// elements (tests compare it with the device and with a plain host sum).
+template <class Term>
+[[nodiscard]] term_value_t<Term> emulate_reduce(const Term& term, std::int64_t n) {
+    using V = term_value_t<Term>;
+    if (n <= 0) {
+        return V{0};
+    }
+    const std::int64_t blocks = blocks_for(n, max_reduce_blocks);
+    const std::int64_t stride = blocks * block_threads;
+    std::vector<V> partials(static_cast<std::size_t>(blocks));
+    std::array<V, block_threads> cache{};
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        for (int t = 0; t < block_threads; ++t) {
+            cache[static_cast<std::size_t>(t)] = strided_sum(term, n, b * block_threads + t, stride);
+        }
+        tree_reduce(cache.data());
+        partials[static_cast<std::size_t>(b)] = cache[0];
+    }
+    return sum_partials(partials.data(), blocks);
+}
+
+/// Runs an element-wise body over [0, n) on the host, as the device's grid-stride loop does.
+template <class Op>
+void for_each_on_host(const Op& op, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) {
+        op(i);
+    }
+}
+
+}  // namespace cuda::detail
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The custom kernels and their launchers: a grid-stride element-wise kernel and a two-stage
+/// deterministic reduction (fixed grid per size, block tree in shared memory, block partials added
+/// on the host in order). The bodies are the functors of functors.hpp. Needs nvcc.
+
+#if !defined(__CUDACC__)
+#error \
+    "syncblob/cuda/detail/launch.cuh holds CUDA kernels and needs nvcc: include syncblob/cuda/kernels.cuh from a .cu file"
+#endif
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../error.hpp"
+#include "functors.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace cuda::detail {
+
+template <class Op>
+__global__ void for_each_kernel(Op op, std::int64_t n) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * block_threads;
+    for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * block_threads + threadIdx.x; i < n; i += stride) {
+        op(i);
+    }
+}
+
+template <class Term>
+__global__ void reduce_kernel(Term term, std::int64_t n, term_value_t<Term>* partials) {
+    __shared__ term_value_t<Term> cache[block_threads];
+    const int t = static_cast<int>(threadIdx.x);
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * block_threads;
+    cache[t] = strided_sum(term, n, static_cast<std::int64_t>(blockIdx.x) * block_threads + t, stride);
+    __syncthreads();
+    for (int s = block_threads / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            cache[t] += cache[t + s];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        partials[blockIdx.x] = cache[0];
+    }
+}
+
+/// "<operation><dtype> on <n> elements" (or "<from to to>"), built only when a call fails.
+[[nodiscard]] inline std::string launch_context(std::string_view operation, std::string_view dtype, std::int64_t n,
+                                                std::string_view to_dtype = {}) {
+    std::string text = std::string(operation) + "<" + std::string(dtype);
+    if (!to_dtype.empty()) {
+        text += " to " + std::string(to_dtype);
+    }
+    return text + "> on " + std::to_string(n) + " elements";
+}
+
+/// Runs `op(i)` for i in [0, n) on `stream` (issued; not waited for).
+template <class Op>
+void launch_for_each(const Op& op, std::int64_t n, cudaStream_t stream, std::string_view operation,
+                     std::string_view dtype, std::string_view to_dtype = {}) {
+    if (n <= 0) {
+        return;
+    }
+    const auto blocks = static_cast<unsigned int>(blocks_for(n, max_for_each_blocks));
+    for_each_kernel<<<blocks, block_threads, 0, stream>>>(op, n);
+    SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n, to_dtype));
+}
+
+/// Stream-ordered scratch memory, freed on the stream when it goes out of scope.
+template <class V>
+class Scratch {
+public:
+    Scratch(std::size_t count, cudaStream_t stream) : stream_(stream) {
+        SYNCBLOB_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), count * sizeof(V), stream),
+                            "cuda reduction scratch of " + std::to_string(count * sizeof(V)) + " bytes");
+    }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() { (void)cudaFreeAsync(data_, stream_); }
+    [[nodiscard]] V* get() const noexcept { return data_; }
+
+private:
+    V* data_ = nullptr;
+    cudaStream_t stream_;
+};
+
+/// Σ term(i) for i in [0, n) on `stream`, waited for. Deterministic: the grid depends on n only.
+template <class Term>
+[[nodiscard]] term_value_t<Term> launch_reduce(const Term& term, std::int64_t n, cudaStream_t stream,
+                                               std::string_view operation, std::string_view dtype) {
+    using V = term_value_t<Term>;
+    if (n <= 0) {
+        return V{0};
+    }
+    const std::int64_t blocks = blocks_for(n, max_reduce_blocks);
+    const auto count = static_cast<std::size_t>(blocks);
+    Scratch<V> partials(count, stream);
+    reduce_kernel<<<static_cast<unsigned int>(blocks), block_threads, 0, stream>>>(term, n, partials.get());
+    SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n));
+    std::vector<V> host(count);
+    SYNCBLOB_CUDA_CHECK(cudaMemcpyAsync(host.data(), partials.get(), count * sizeof(V), cudaMemcpyDeviceToHost, stream),
+                        launch_context(operation, dtype, n));
+    SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream), launch_context(operation, dtype, n));
+    return sum_partials(host.data(), blocks);
+}
+
+}  // namespace cuda::detail
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// RAII streams and events, and device queries, over the checked CUDA runtime. Host code.
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "error.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace cuda {
+
+/// Why no CUDA device can be used here — the driver's own message ("CUDA driver version is
+/// insufficient for CUDA runtime version") or "cudaGetDeviceCount found no device" — or nothing
+/// when at least one device is usable. Never throws.
+[[nodiscard]] inline std::optional<std::string> no_device_reason() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        (void)cudaGetLastError();
+        return std::string(cudaGetErrorString(status));
+    }
+    if (count == 0) {
+        return std::string("cudaGetDeviceCount found no device");
+    }
+    return std::nullopt;
+}
+
+/// Number of CUDA devices. \throws NoDeviceError when there is no usable driver.
+[[nodiscard]] inline int device_count() {
+    int count = 0;
+    SYNCBLOB_CUDA_CHECK(cudaGetDeviceCount(&count), "cuda::device_count");
+    return count;
+}
+
+/// The calling thread's current device. \throws NoDeviceError when there is no usable driver.
+[[nodiscard]] inline int current_device() {
+    int device = 0;
+    SYNCBLOB_CUDA_CHECK(cudaGetDevice(&device), "cuda::current_device");
+    return device;
+}
+
+/// Makes `device` current for the calling thread.
+/// \throws DeviceError when `device` is out of range, NoDeviceError when there is no usable driver.
+inline void set_device(int device) {
+    const int count = device_count();
+    if (device < 0 || device >= count) {
+        throw DeviceError("cuda::set_device: device " + std::to_string(device) + " out of range [0, " +
+                          std::to_string(count) + ")");
+    }
+    SYNCBLOB_CUDA_CHECK(cudaSetDevice(device), "cuda::set_device(" + std::to_string(device) + ")");
+}
+
+/// Blocks until the current device has finished all its work.
+inline void synchronize() {
+    SYNCBLOB_CUDA_CHECK(cudaDeviceSynchronize(), "cuda::synchronize");
+}
+
+/// An owned CUDA stream, destroyed with the object. Converts to `cudaStream_t`, the stream type of
+/// `cuda::Device` (so a `Blob` or `SyncedBuffer` takes it directly).
+class Stream {
+public:
+    /// A new stream on the current device; by default it does not synchronise with the legacy
+    /// default stream. \throws NoDeviceError when there is no usable driver.
+    explicit Stream(unsigned int flags = cudaStreamNonBlocking) {
+        SYNCBLOB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, flags), "cuda::Stream");
+    }
+    Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
+    Stream& operator=(Stream&& other) noexcept {
+        if (this != &other) {
+            reset();
+            stream_ = std::exchange(other.stream_, nullptr);
+        }
+        return *this;
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    ~Stream() { reset(); }
+
+    [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
+    operator cudaStream_t() const noexcept { return stream_; }  // NOLINT(google-explicit-constructor)
+
+    /// Blocks until every operation issued on the stream has finished.
+    void synchronize() const { SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream_), "cuda::Stream::synchronize"); }
+
+private:
+    void reset() noexcept {
+        if (stream_ != nullptr) {
+            (void)cudaStreamDestroy(stream_);  // nothing to report from a destructor
+            stream_ = nullptr;
+        }
+    }
+
+    cudaStream_t stream_ = nullptr;
+};
+
+/// An owned CUDA event marking a point in a stream; an empty event (default-constructed or
+/// moved from) counts as already reached. The event type of `cuda::Device`.
+class Event {
+public:
+    Event() noexcept = default;
+    Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+    Event& operator=(Event&& other) noexcept {
+        if (this != &other) {
+            reset();
+            event_ = std::exchange(other.event_, nullptr);
+        }
+        return *this;
+    }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    ~Event() { reset(); }
+
+    /// An event recorded now on `stream` (timing disabled: it only orders work).
+    [[nodiscard]] static Event record(cudaStream_t stream) {
+        Event e;
+        SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming), "cuda::Event::record");
+        SYNCBLOB_CUDA_CHECK(cudaEventRecord(e.event_, stream), "cuda::Event::record");
+        return e;
+    }
+
+    [[nodiscard]] cudaEvent_t get() const noexcept { return event_; }
+    [[nodiscard]] bool empty() const noexcept { return event_ == nullptr; }
+
+    /// Blocks the host until the event is reached.
+    void synchronize() const {
+        if (event_ != nullptr) {
+            SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(event_), "cuda::Event::synchronize");
+        }
+    }
+
+    /// Makes `stream` wait for the event without blocking the host.
+    void make_wait(cudaStream_t stream) const {
+        if (event_ != nullptr) {
+            SYNCBLOB_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0), "cuda::Event::make_wait");
+        }
+    }
+
+private:
+    void reset() noexcept {
+        if (event_ != nullptr) {
+            (void)cudaEventDestroy(event_);
+            event_ = nullptr;
+        }
+    }
+
+    cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace cuda
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// The GPU test suite, one CUDA translation unit built by nvcc for sm_75 and sm_90:
+// - the backend-generic SyncedBuffer and math suites (the same bodies the SimulatedDevice runs
+//   check) on cuda::Allocator;
+// - every custom kernel (fill and conversion for every element type, math for every floating type)
+//   and every DeviceKernels<cuda::Device> dispatch path (cuBLAS and custom), instantiated and,
+//   where a device exists, run against the host bodies of the same functors.
+// Without a usable device each test prints "skipped: no CUDA device (<driver message>)".
+#if !defined(__CUDACC__)
+#error "device_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
+#endif
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include <syncblob/cuda/allocator.hpp>
+#include <syncblob/cuda/kernels.cuh>
+#include <syncblob/cuda/math.hpp>
+
+#include "cuda_test_device.hpp"
+#include "kernel_test_values.hpp"
+
+static_assert(__cplusplus >= 202002L,
+              "nvcc compiles this file as C++17 or older: pass -std=c++20 (CMake 3.25 does not for nvcc 13)");
+
+TEST_CASE("nvcc compiles syncblob's CUDA translation units as C++20", "[cuda][nvcc]") {
+    CHECK(__cplusplus >= 202002L);
+    CHECK(syncblob::FloatingElement<syncblob::half>);  // a concept: a syntax error before C++20
+    CHECK(SYNCBLOB_NVCC == 1);
+}
+
+// ---- the shared suites, on the GPU backend ---------------------------------------------------------
+
+using SuiteAllocators = std::tuple<syncblob::cuda::Allocator>;
+#if __has_include("../memory/buffer_suite.hpp")
+#include "../memory/buffer_suite.hpp"
+#else
+TEST_CASE("the shared SyncedBuffer suite runs on cuda::Allocator", "[cuda][suite]") {
+    FAIL("tests/memory/buffer_suite.hpp is missing");
+}
+#endif
+
+using MathSuiteAllocators = std::tuple<syncblob::cuda::Allocator>;
+#if __has_include("../math/math_suite.hpp")
+#include "../math/math_suite.hpp"
+#else
+TEST_CASE("the shared math suite runs on cuda::Allocator", "[cuda][suite]") {
+    FAIL("tests/math/math_suite.hpp is missing");
+}
+#endif
+
+// ---- the custom kernels ----------------------------------------------------------------------------
+
+namespace {
+
+using syncblob::accumulator_t;
+using syncblob::cuda::Device;
+using namespace syncblob_cuda_test;
+namespace sd = syncblob::cuda::detail;
+
+/// n elements of T in device memory, freed with the object.
+template <class T>
+class DeviceArray {
+public:
+    explicit DeviceArray(std::size_t n) : n_(n), p_(static_cast<T*>(Device::allocate(n * sizeof(T)))) {}
+    explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    ~DeviceArray() { Device::deallocate(p_, n_ * sizeof(T)); }
+
+    // (through a plain array: std::vector<bool> has no contiguous storage)
+    void upload(const std::vector<T>& host) {
+        const auto staging = std::make_unique<T[]>(n_);
+        std::copy(host.begin(), host.end(), staging.get());
+        Device::copy(p_, staging.get(), n_ * sizeof(T), syncblob::CopyKind::host_to_device, nullptr);
+    }
+    [[nodiscard]] std::vector<T> download() const {
+        const auto staging = std::make_unique<T[]>(n_);
+        Device::copy(staging.get(), p_, n_ * sizeof(T), syncblob::CopyKind::device_to_host, nullptr);
+        return std::vector<T>(staging.get(), staging.get() + n_);
+    }
+    [[nodiscard]] T* get() const noexcept { return p_; }
+
+private:
+    std::size_t n_;
+    T* p_;
+};
+
+template <class To, class From>
+void check_device_conversion() {
+    const std::vector<From> source = conversion_sources<From>();
+    const auto n = static_cast<std::int64_t>(source.size());
+    const DeviceArray<From> src(source);
+    DeviceArray<To> dst(source.size());
+    syncblob::cuda::convert(dst.get(), src.get(), n, nullptr);
+    const std::vector<To> got = dst.download();
+    for (std::size_t i = 0; i < source.size(); ++i) {
+        INFO(syncblob::element_name<From>()
+             << " -> " << syncblob::element_name<To>() << " of " << as_double(source[i]));
+        REQUIRE(same_value(got[i], sd::convert_element<To>(source[i])));
+    }
+}
+
+template <class T>
+double relative_bound(std::int64_t n) {
+    return (static_cast<double>(n) + 1) * unit_roundoff<T>();
+}
+
+template <class T>
+void check_reductions(std::int64_t n) {
+    using Kernels = syncblob::DeviceKernels<Device>;
+    const auto hx = test_values<T>(n, 5);
+    const auto hy = test_values<T>(n, 6);
+    const DeviceArray<T> x(hx);
+    const DeviceArray<T> y(hy);
+    // the device sums the same terms as the host, in an order the host replays (bound: any order)
+    const double host_abs = sd::emulate_reduce(sd::AbsTerm<T>{hx.data()}, n);
+    const double host_sq = sd::emulate_reduce(sd::SquareTerm<T>{hx.data()}, n);
+    const double host_dot = sd::emulate_reduce(sd::ProductTerm<T>{hx.data(), hy.data()}, n);
+    double abs_dot = 0;
+    for (std::size_t i = 0; i < hx.size(); ++i) {
+        abs_dot += std::fabs(as_double(hx[i]) * as_double(hy[i]));
+    }
+    const double b = 2 * relative_bound<T>(n);
+    CHECK(std::fabs(Kernels::asum(x.get(), n, nullptr) - host_abs) <= b * host_abs);
+    CHECK(std::fabs(Kernels::sumsq(x.get(), n, nullptr) - host_sq) <= b * host_sq);
+    CHECK(std::fabs(Kernels::dot(x.get(), y.get(), n, nullptr) - host_dot) <= b * abs_dot);
+    // the custom kernels exist for every floating type (for float and double, next to cuBLAS)
+    CHECK(std::fabs(syncblob::cuda::kernels::asum(x.get(), n, nullptr) - host_abs) <= b * host_abs);
+    CHECK(std::fabs(syncblob::cuda::kernels::sumsq(x.get(), n, nullptr) - host_sq) <= b * host_sq);
+    CHECK(std::fabs(syncblob::cuda::kernels::dot(x.get(), y.get(), n, nullptr) - host_dot) <= b * abs_dot);
+    // a reduction is deterministic: the same call gives the same bits
+    const auto first = syncblob::cuda::kernels::asum(x.get(), n, nullptr);
+    CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == first);
+}
+
+template <class T>
+void check_updates(std::int64_t n, bool custom) {
+    using Kernels = syncblob::DeviceKernels<Device>;
+    using A = accumulator_t<T>;
+    const auto hx = test_values<T>(n, 7);
+    const auto hy = test_values<T>(n, 8);
+    const DeviceArray<T> x(hx);
+    DeviceArray<T> y(hy);
+    auto expected = hy;
+    sd::for_each_on_host(sd::SubtractAt<T>{expected.data(), hx.data()}, n);
+    if (custom) {
+        syncblob::cuda::kernels::sub(y.get(), x.get(), n, nullptr);
+    } else {
+        Kernels::sub(y.get(), x.get(), n, nullptr);
+    }
+    std::vector<T> got = y.download();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        REQUIRE(same_value(got[i], expected[i]));
+    }
+    sd::for_each_on_host(sd::ScaleAt<T>{expected.data(), A(-1.5)}, n);
+    if (custom) {
+        syncblob::cuda::kernels::scale(y.get(), A(-1.5), n, nullptr);
+    } else {
+        Kernels::scale(y.get(), A(-1.5), n, nullptr);
+    }
+    got = y.download();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        REQUIRE(same_value(got[i], expected[i]));
+    }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("cuda::fill writes its value to every element on the device", "[cuda][kernels]", AllElements) {
+    using T = TestType;
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 1, 1000, 70000);
+    const T zero = sd::convert_element<T>(std::int8_t{0});
+    const T value = sd::convert_element<T>(std::int8_t{1});
+    DeviceArray<T> a(std::vector<T>(static_cast<std::size_t>(n) + 1, zero));
+    syncblob::cuda::fill(a.get(), value, n, nullptr);
+    const std::vector<T> got = a.download();
+    for (std::int64_t i = 0; i < n; ++i) {
+        REQUIRE(got[static_cast<std::size_t>(i)] == value);
+    }
+    CHECK(got.back() == zero);  // nothing past n
+}
+
+TEMPLATE_LIST_TEST_CASE("cuda::convert converts every pair of element types as the host does", "[cuda][kernels]",
+                        AllElements) {
+    using From = TestType;
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    std::apply([](auto... to) { (check_device_conversion<decltype(to), From>(), ...); }, AllElements{});
+}
+
+TEMPLATE_LIST_TEST_CASE("device reductions match the host on both paths", "[cuda][kernels][math]", FloatingTypes) {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 0, 1, 7, 1001, 300000);
+    CAPTURE(n);
+    check_reductions<TestType>(n);
+}
+
+TEMPLATE_LIST_TEST_CASE("device sub and scale match the host bodies exactly on both paths", "[cuda][kernels][math]",
+                        FloatingTypes) {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 0, 1, 1001, 300000);
+    const bool custom = GENERATE(false, true);
+    CAPTURE(n, custom);
+    check_updates<TestType>(n, custom);
+}
+
+TEST_CASE("a GPU blob goes to the device, is scaled there, and comes back", "[cuda][blob]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    syncblob::Blob<syncblob::half, syncblob::cuda::Allocator> blob({3, 5});
+    auto data = blob.mutable_host_data();
+    for (std::size_t i = 0; i < data.size(); ++i) {
+        data[i] = syncblob::half(static_cast<float>(i) - 7.0f);
+    }
+    syncblob::DeviceKernels<Device>::scale(blob.mutable_device_data(), 0.5f, blob.count(), blob.stream());
+    const auto back = blob.host_data();
+    for (std::size_t i = 0; i < back.size(); ++i) {
+        REQUIRE(static_cast<float>(back[i]) == (static_cast<float>(i) - 7.0f) * 0.5f);
+    }
+    CHECK(blob.data_stats().host_to_device == 1);
+    CHECK(blob.data_stats().device_to_host == 1);
+}

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// The bodies of the custom CUDA kernels, run on the host against host references: the reduction
+// terms, the element-wise updates, fill, conversion between every pair of element types, and the
+// reduction order (launch geometry, block tree, partials) the device follows.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include <syncblob/cuda/detail/functors.hpp>
+#include <syncblob/io/detail/convert.hpp>
+
+#include "kernel_test_values.hpp"
+
+namespace sd = syncblob::cuda::detail;
+using syncblob::accumulator_t;
+using syncblob::bfloat16;
+using syncblob::half;
+using namespace syncblob_cuda_test;
+
+TEST_CASE("reduction launch geometry depends on the element count only", "[cuda][functors]") {
+    CHECK(sd::blocks_for(0, sd::max_reduce_blocks) == 1);
+    CHECK(sd::blocks_for(1, sd::max_reduce_blocks) == 1);
+    CHECK(sd::blocks_for(256, sd::max_reduce_blocks) == 1);
+    CHECK(sd::blocks_for(257, sd::max_reduce_blocks) == 2);
+    CHECK(sd::blocks_for(1024 * 256, sd::max_reduce_blocks) == 1024);
+    CHECK(sd::blocks_for(1024 * 256 + 1, sd::max_reduce_blocks) == 1024);
+    CHECK(sd::blocks_for(std::int64_t{1} << 40, sd::max_for_each_blocks) == 65535);
+}
+
+TEST_CASE("the block tree reduction adds every value once", "[cuda][functors]") {
+    std::vector<double> values(sd::block_threads);
+    for (int i = 0; i < sd::block_threads; ++i) {
+        values[static_cast<std::size_t>(i)] = i + 1;
+    }
+    sd::tree_reduce(values.data());
+    CHECK(values[0] == 256.0 * 257.0 / 2.0);
+    // and it pairs values in the device's order: 1 followed by 255 terms of 2^-25 (a quarter of float's
+    // spacing at 1). Added one by one they all vanish; in the tree, the small terms meet each other
+    // first and 63 of their 63.75 spacings survive (worked out step by step: 0, 0, 1, 2, 4, 8, 16, 32).
+    std::vector<float> tiny(sd::block_threads, std::ldexp(1.0f, -25));
+    tiny[0] = 1.0f;
+    sd::tree_reduce(tiny.data());
+    CHECK(tiny[0] == 1.0f + 63.0f * std::ldexp(1.0f, -23));
+}
+
+TEMPLATE_LIST_TEST_CASE("reduction terms and their device-order sum match the host reference", "[cuda][functors]",
+                        FloatingTypes) {
+    using T = TestType;
+    using A = accumulator_t<T>;
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 0, 1, 7, 255, 256, 257, 1001, 300000);
+    CAPTURE(n);
+    const auto x = test_values<T>(n, 1);
+    const auto y = test_values<T>(n, 2);
+    const sd::AbsTerm<T> abs_term{x.data()};
+    const sd::SquareTerm<T> square_term{x.data()};
+    const sd::ProductTerm<T> product_term{x.data(), y.data()};
+    static_assert(std::same_as<sd::term_value_t<sd::AbsTerm<T>>, A>);
+
+    double abs_ref = 0, square_ref = 0, product_ref = 0, abs_terms = 0, product_terms = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const double xi = as_double(x[static_cast<std::size_t>(i)]);
+        const double yi = as_double(y[static_cast<std::size_t>(i)]);
+        // each term is exact
+        REQUIRE(static_cast<double>(abs_term(i)) == std::fabs(xi));
+        REQUIRE(static_cast<double>(square_term(i)) == xi * xi);
+        REQUIRE(static_cast<double>(product_term(i)) == xi * yi);
+        abs_ref += std::fabs(xi);
+        square_ref += xi * xi;
+        product_ref += xi * yi;
+        abs_terms += std::fabs(xi);
+        product_terms += std::fabs(xi * yi);
+    }
+    // the sum, in the device's order, within the bound of any summation order: (n + 1) u Σ|t|
+    const double bound = (static_cast<double>(n) + 1) * unit_roundoff<T>();
+    CHECK(std::fabs(static_cast<double>(sd::emulate_reduce(abs_term, n)) - abs_ref) <= bound * abs_terms);
+    CHECK(std::fabs(static_cast<double>(sd::emulate_reduce(square_term, n)) - square_ref) <= bound * square_ref);
+    CHECK(std::fabs(static_cast<double>(sd::emulate_reduce(product_term, n)) - product_ref) <= bound * product_terms);
+    if (n > 0) {
+        CHECK(sd::emulate_reduce(abs_term, n) > A{0});
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("element-wise bodies match the host reference", "[cuda][functors]", FloatingTypes) {
+    using T = TestType;
+    using A = accumulator_t<T>;
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 0, 1, 1001);
+    const auto x = test_values<T>(n, 3);
+    const auto y0 = test_values<T>(n, 4);
+
+    auto y = y0;
+    sd::for_each_on_host(sd::SubtractAt<T>{y.data(), x.data()}, n);
+    for (std::size_t i = 0; i < y.size(); ++i) {
+        // the difference is exact in double; rounding it to T is the reference
+        const T expected = static_cast<T>(static_cast<A>(as_double(y0[i]) - as_double(x[i])));
+        REQUIRE(as_double(y[i]) == as_double(expected));
+    }
+    for (const double alpha : {0.5, -1.5, 3.0, 0.0}) {
+        auto z = x;
+        sd::for_each_on_host(sd::ScaleAt<T>{z.data(), static_cast<A>(alpha)}, n);
+        for (std::size_t i = 0; i < z.size(); ++i) {
+            const T expected = static_cast<T>(static_cast<A>(as_double(x[i]) * alpha));
+            REQUIRE(as_double(z[i]) == as_double(expected));
+        }
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("fill writes its value to every element and nothing past them", "[cuda][functors]",
+                        AllElements) {
+    using T = TestType;
+    std::array<T, 9> v{};
+    v.fill(sd::convert_element<T>(std::int8_t{0}));
+    const T value = sd::convert_element<T>(std::int8_t{1});
+    sd::for_each_on_host(sd::FillAt<T>{v.data(), value}, 8);
+    for (std::size_t i = 0; i < 8; ++i) {
+        REQUIRE(v[i] == value);
+    }
+    CHECK_FALSE(v[8] == value);
+}
+
+namespace {
+
+template <class From, class To>
+void check_conversions() {
+    for (const From v : conversion_sources<From>()) {
+        // the kernels convert exactly as files are converted on load
+        const To expected = syncblob::detail::convert_value<From, To>(v);
+        const To got = sd::convert_element<To>(v);
+        INFO(syncblob::element_name<From>() << " -> " << syncblob::element_name<To>() << " of " << as_double(v));
+        REQUIRE(same_value(got, expected));
+        To out{};
+        sd::ConvertAt<To, From>{&out, &v}(0);
+        REQUIRE(same_value(out, expected));
+    }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("conversion between every pair of element types follows the load rules",
+                        "[cuda][functors][convert]", AllElements) {
+    using From = TestType;
+    std::apply([](auto... to) { (check_conversions<From, decltype(to)>(), ...); }, AllElements{});
+}
+
+TEST_CASE("conversion rules on chosen values", "[cuda][functors][convert]") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    CHECK(sd::convert_element<std::int32_t>(nan) == 0);
+    CHECK(sd::convert_element<std::int32_t>(-2.75f) == -2);
+    CHECK(sd::convert_element<std::int32_t>(3e9f) == 2147483647);
+    CHECK(sd::convert_element<std::int8_t>(-inf) == -128);
+    CHECK(sd::convert_element<std::uint8_t>(-5.0) == 0);
+    CHECK(sd::convert_element<std::uint8_t>(300.0) == 255);
+    CHECK(sd::convert_element<std::int64_t>(1e19) == std::numeric_limits<std::int64_t>::max());
+    CHECK(sd::convert_element<std::uint64_t>(1e20f) == std::numeric_limits<std::uint64_t>::max());
+    CHECK(sd::convert_element<std::uint8_t>(std::int32_t{300}) == 44);
+    CHECK(sd::convert_element<std::uint16_t>(std::int64_t{-1}) == 65535);
+    CHECK(sd::convert_element<std::int32_t>(std::int64_t{(1LL << 40) + 5}) == 5);
+    CHECK(sd::convert_element<bool>(nan));
+    CHECK_FALSE(sd::convert_element<bool>(-0.0));
+    CHECK(sd::convert_element<bool>(half(0.5f)));
+    CHECK(sd::convert_element<float>(true) == 1.0f);
+    CHECK(sd::convert_element<half>(std::int32_t{70000}).bits == 0x7C00u);  // past 65504: infinity
+    CHECK(sd::convert_element<bfloat16>(half(1.5f)).bits == 0x3FC0u);
+    CHECK(sd::convert_element<std::int16_t>(bfloat16(-3.9f)) == -3);
+}
