@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The AVX2+FMA and AVX-512F host kernels, compiled through `[[gnu::target]]` attributes whatever
+/// the consumer's `-march`, and the run-time processor checks that choose them. Off (the portable
+/// kernels stand in, and the checks say no) under nvcc, on MSVC and on processors other than x86-64.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../../core/element.hpp"
+#include "../device_kernels.hpp"
+#include "portable_kernels.hpp"
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(_MSC_VER)
+#define SYNCBLOB_X86_DISPATCH 1
+#include <immintrin.h>
+#else
+#define SYNCBLOB_X86_DISPATCH 0
+#endif
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace math::detail {
+
+namespace x86 {
+/// AVX2, FMA and F16C (all three are used by the avx2 path), with OS support for the registers.
+inline bool cpu_has_avx2() noexcept {
+#if SYNCBLOB_X86_DISPATCH
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    }();
+    return has;
+#else
+    return false;
+#endif
+}
+/// AVX-512F with OS support for the registers.
+inline bool cpu_has_avx512() noexcept {
+#if SYNCBLOB_X86_DISPATCH
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") != 0;
+    }();
+    return has;
+#else
+    return false;
+#endif
+}
+}  // namespace x86
+
+#if SYNCBLOB_X86_DISPATCH
+
+// ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
+namespace avx2 {
+
+#define SYNCBLOB_SIMD_FN __attribute__((target("avx2,fma,f16c"))) inline
+
+template <class T>
+struct Simd;
+
+struct SimdF32Ops {
+    using vec = __m256;
+    static constexpr int width = 8;
+    SYNCBLOB_SIMD_FN static vec zero() { return _mm256_setzero_ps(); }
+    SYNCBLOB_SIMD_FN static vec set1(float a) { return _mm256_set1_ps(a); }
+    SYNCBLOB_SIMD_FN static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
+    SYNCBLOB_SIMD_FN static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+    SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+    SYNCBLOB_SIMD_FN static vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+    SYNCBLOB_SIMD_FN static vec abs(vec a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+    SYNCBLOB_SIMD_FN static float hsum(vec a) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+};
+
+template <>
+struct Simd<float> : SimdF32Ops {
+    SYNCBLOB_SIMD_FN static vec load(const float* p) { return _mm256_loadu_ps(p); }
+    SYNCBLOB_SIMD_FN static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
+};
+
+template <>
+struct Simd<half> : SimdF32Ops {
+    SYNCBLOB_SIMD_FN static vec load(const half* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    SYNCBLOB_SIMD_FN static void store(half* p, vec v) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                         _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+};
+
+template <>
+struct Simd<bfloat16> : SimdF32Ops {
+    SYNCBLOB_SIMD_FN static vec load(const bfloat16* p) {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+    // Round to nearest even; NaN stays a quiet NaN (as float_to_bfloat16_bits does).
+    SYNCBLOB_SIMD_FN static void store(bfloat16* p, vec v) {
+        const __m256i bits = _mm256_castps_si256(v);
+        const __m256i high = _mm256_srli_epi32(bits, 16);
+        const __m256i lsb = _mm256_and_si256(high, _mm256_set1_epi32(1));
+        const __m256i rounded =
+            _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+        const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+        const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+    }
+};
+
+template <>
+struct Simd<double> {
+    using vec = __m256d;
+    static constexpr int width = 4;
+    SYNCBLOB_SIMD_FN static vec load(const double* p) { return _mm256_loadu_pd(p); }
+    SYNCBLOB_SIMD_FN static void store(double* p, vec v) { _mm256_storeu_pd(p, v); }
+    SYNCBLOB_SIMD_FN static vec zero() { return _mm256_setzero_pd(); }
+    SYNCBLOB_SIMD_FN static vec set1(double a) { return _mm256_set1_pd(a); }
+    SYNCBLOB_SIMD_FN static vec add(vec a, vec b) { return _mm256_add_pd(a, b); }
+    SYNCBLOB_SIMD_FN static vec sub(vec a, vec b) { return _mm256_sub_pd(a, b); }
+    SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return _mm256_mul_pd(a, b); }
+    SYNCBLOB_SIMD_FN static vec fmadd(vec a, vec b, vec c) { return _mm256_fmadd_pd(a, b, c); }
+    SYNCBLOB_SIMD_FN static vec abs(vec a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+    SYNCBLOB_SIMD_FN static double hsum(vec a) {
+        __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+        s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+        return _mm_cvtsd_f64(s);
+    }
+};
+
+#include "simd_kernels.inc"
+
+#undef SYNCBLOB_SIMD_FN
+}  // namespace avx2
+
+// ---- AVX-512F ---------------------------------------------------------------------------------
+namespace avx512 {
+
+#define SYNCBLOB_SIMD_FN __attribute__((target("avx512f"))) inline
+
+// Lanes summed as a fixed tree. (GCC 12's _mm512_reduce_add_* and the unmasked conversions read
+// _mm512_undefined_*(), which -Wuninitialized flags in sanitizer builds, so the masked forms are used.)
+template <class F, std::size_t N>
+SYNCBLOB_SIMD_FN F pairwise_sum(const F (&lanes)[N]) {
+    F t[N / 2];
+    for (std::size_t i = 0; i < N / 2; ++i) {
+        t[i] = lanes[i] + lanes[i + N / 2];
+    }
+    for (std::size_t width = N / 4; width >= 1; width /= 2) {
+        for (std::size_t i = 0; i < width; ++i) {
+            t[i] += t[i + width];
+        }
+    }
+    return t[0];
+}
+
+template <class T>
+struct Simd;
+
+struct SimdF32Ops {
+    using vec = __m512;
+    static constexpr int width = 16;
+    SYNCBLOB_SIMD_FN static vec zero() { return _mm512_setzero_ps(); }
+    SYNCBLOB_SIMD_FN static vec set1(float a) { return _mm512_set1_ps(a); }
+    SYNCBLOB_SIMD_FN static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+    SYNCBLOB_SIMD_FN static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+    SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+    SYNCBLOB_SIMD_FN static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+    SYNCBLOB_SIMD_FN static vec abs(vec a) { return _mm512_abs_ps(a); }
+    SYNCBLOB_SIMD_FN static float hsum(vec a) {
+        alignas(64) float lanes[16];
+        _mm512_store_ps(lanes, a);
+        return pairwise_sum(lanes);
+    }
+};
+
+template <>
+struct Simd<float> : SimdF32Ops {
+    SYNCBLOB_SIMD_FN static vec load(const float* p) { return _mm512_loadu_ps(p); }
+    SYNCBLOB_SIMD_FN static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
+};
+
+template <>
+struct Simd<half> : SimdF32Ops {
+    SYNCBLOB_SIMD_FN static vec load(const half* p) {
+        return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+    SYNCBLOB_SIMD_FN static void store(half* p, vec v) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                            _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+};
+
+template <>
+struct Simd<bfloat16> : SimdF32Ops {
+    SYNCBLOB_SIMD_FN static vec load(const bfloat16* p) {
+        const __m512i wide =
+            _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
+    }
+    // Round to nearest even; NaN stays a quiet NaN (as float_to_bfloat16_bits does).
+    SYNCBLOB_SIMD_FN static void store(bfloat16* p, vec v) {
+        const __m512i bits = _mm512_castps_si512(v);
+        const __m512i high = _mm512_maskz_srli_epi32(0xFFFF, bits, 16);
+        const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
+        const __m512i rounded = _mm512_maskz_srli_epi32(
+            0xFFFF, _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+        const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        const __m512i quiet = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
+        const __m512i r = _mm512_mask_blend_epi32(nan, rounded, quiet);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtepi32_epi16(0xFFFF, r));
+    }
+};
+
+template <>
+struct Simd<double> {
+    using vec = __m512d;
+    static constexpr int width = 8;
+    SYNCBLOB_SIMD_FN static vec load(const double* p) { return _mm512_loadu_pd(p); }
+    SYNCBLOB_SIMD_FN static void store(double* p, vec v) { _mm512_storeu_pd(p, v); }
+    SYNCBLOB_SIMD_FN static vec zero() { return _mm512_setzero_pd(); }
+    SYNCBLOB_SIMD_FN static vec set1(double a) { return _mm512_set1_pd(a); }
+    SYNCBLOB_SIMD_FN static vec add(vec a, vec b) { return _mm512_add_pd(a, b); }
+    SYNCBLOB_SIMD_FN static vec sub(vec a, vec b) { return _mm512_sub_pd(a, b); }
+    SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return _mm512_mul_pd(a, b); }
+    SYNCBLOB_SIMD_FN static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_pd(a, b, c); }
+    SYNCBLOB_SIMD_FN static vec abs(vec a) { return _mm512_abs_pd(a); }
+    SYNCBLOB_SIMD_FN static double hsum(vec a) {
+        alignas(64) double lanes[8];
+        _mm512_store_pd(lanes, a);
+        return pairwise_sum(lanes);
+    }
+};
+
+#include "simd_kernels.inc"
+
+#undef SYNCBLOB_SIMD_FN
+}  // namespace avx512
+
+#else  // no run-time dispatch: the portable kernels stand in (never chosen: the checks say no)
+
+namespace avx2 = portable;
+namespace avx512 = portable;
+
+#endif
+
+}  // namespace math::detail
+
+SYNCBLOB_END_NAMESPACE
