@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// safetensors: round trips (copying and memory-mapped) for every element type and rank, the
+// reference writer's exact bytes, borrowing without copies, and a corpus of malformed files each
+// rejected with its message.
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <syncblob/io/safetensors.hpp>
+#include <syncblob/memory/simulated_device.hpp>
+#include <vector>
+
+#include "blob_file_values.hpp"
+#include "tempfile.hpp"
+
+namespace fs = std::filesystem;
+using namespace syncblob;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary);
+    out << bytes;
+}
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+    return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+// A file from a header text (not padded: the reader must not care) and data bytes.
+std::string st_bytes(const std::string& header, const std::string& data) {
+    std::string out(8, '\0');
+    for (std::size_t i = 0; i < 8; ++i) {
+        out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+    }
+    return out + header + data;
+}
+
+std::string open_error(const std::string& bytes, io::LoadOptions options = {}) {
+    return test::message_of<FormatError>(
+        [&] { (void)io::SafetensorsFile::from_memory(as_bytes(bytes), "bad.safetensors", options); });
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("safetensors round trip of every element type and rank, copying and mapped",
+                        "[io][safetensors]", test::AllElements) {
+    const test::TempDir dir;
+    const auto shapes = test::round_trip_shapes();
+    std::map<std::string, Blob<TestType>> blobs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        auto& b = blobs["t" + std::to_string(i)];
+        b.reshape(Shape(std::span<const std::int64_t>(shapes[i])));
+        test::fill_values(b);
+    }
+    for (const bool with_diff : {false, true}) {
+        CAPTURE(with_diff);
+        const fs::path file = dir.path() / "all.safetensors";
+        io::save_safetensors(file, blobs, {{"format", "syncblob"}}, with_diff);
+        for (const auto mode : {io::LoadMode::copy, io::LoadMode::map}) {
+            const auto f = io::SafetensorsFile::open(file, {}, mode);
+            CHECK(f.metadata() == io::Metadata{{"format", "syncblob"}});
+            CHECK(f.tensors().size() == blobs.size() * (with_diff ? 2 : 1));
+            const auto loaded = f.template load_all<TestType>();
+            REQUIRE(loaded.size() == blobs.size());
+            for (const auto& [name, blob] : blobs) {
+                CAPTURE(name);
+                const auto& got = loaded.at(name);
+                CHECK(got.shape() == blob.shape());
+                CHECK(test::same_bytes(got.host_data(), blob.host_data()));
+                if (with_diff) {
+                    CHECK(test::same_bytes(got.host_diff(), blob.host_diff()));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("safetensors files are byte for byte what the reference writer writes", "[io][safetensors]") {
+    const test::TempDir dir;
+    Blob<std::uint8_t> a{3};
+    a.fill(7);
+    Blob<float> b{2};
+    b.fill(1.0f);
+    Blob<double> c{Shape{}};
+    c.fill(2.0);
+    Blob<float> aa{1};
+    aa.fill(-1.0f);
+    io::SafetensorsWriter w;
+    w.add("b", b);
+    w.add("a", a);
+    w.add("c", c);
+    w.add("aa", aa);
+    w.metadata() = {{"format", "pt"}, {"author", "\"q\"\n"}};
+    w.save(dir.path() / "ref.safetensors");
+    // Order: the dtype enum descending (F64, F32, U8), then name; metadata first, keys sorted.
+    const std::string json =
+        "{\"__metadata__\":{\"author\":\"\\\"q\\\"\\n\",\"format\":\"pt\"},"
+        "\"c\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[0,8]},"
+        "\"aa\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]},"
+        "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[20,23]}}";
+    const std::string padded = json + std::string((8 - json.size() % 8) % 8, ' ');
+    std::string expected(8, '\0');
+    expected[0] = static_cast<char>(padded.size() & 0xFF);
+    expected[1] = static_cast<char>(padded.size() >> 8);
+    const double two = 2.0;
+    const float values[] = {-1.0f, 1.0f, 1.0f};
+    expected += padded + std::string(reinterpret_cast<const char*>(&two), 8) +
+                std::string(reinterpret_cast<const char*>(values), 12) + "\x07\x07\x07";
+    CHECK(slurp(dir.path() / "ref.safetensors") == expected);
+}
+
+TEST_CASE("safetensors reads the reference's documented example", "[io][safetensors]") {
+    // From the reference implementation's documentation: a 60-byte header, not padded.
+    const std::string file =
+        st_bytes("{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", std::string(16, '\0'));
+    const auto f = io::SafetensorsFile::from_memory(as_bytes(file), "example");
+    const auto blob = f.load<std::int32_t>("test");
+    CHECK(blob.shape() == Shape{2, 2});
+    CHECK(blob.host_data()[3] == 0);
+    CHECK(f.metadata().empty());
+}
+
+TEST_CASE("safetensors memory-mapped loading borrows the file's pages without copying", "[io][safetensors]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "w.safetensors";
+    Blob<float> weights{256, 64};
+    test::fill_values(weights);
+    io::SafetensorsWriter w;
+    w.add("w", weights, true);
+    w.save(file);
+    const std::string before = slurp(file);
+
+    Blob<float> blob;
+    {
+        const auto f = io::SafetensorsFile::open(file, {}, io::LoadMode::map);
+        f.load("w", blob);
+    }                  // the file object is gone; the mapping lives on in the blob
+    fs::remove(file);  // so is the file's name
+    CHECK(blob.data_buffer()->host_borrowed());
+    CHECK(blob.diff_buffer()->host_borrowed());
+    CHECK(test::same_bytes(blob.host_data(), weights.host_data()));
+    CHECK(test::same_bytes(blob.host_diff(), weights.host_diff()));
+    CHECK(blob.data_stats().host_allocations == 0);
+    CHECK(blob.data_stats().host_to_host == 0);
+    CHECK(blob.diff_stats().host_allocations == 0);
+
+    // A mutable access copies first, so the file is never written through the mapping.
+    spit(file, before);
+    Blob<float> again;
+    io::SafetensorsFile::open(file, {}, io::LoadMode::map).load("w", again);
+    again.mutable_host_data()[0] = 12345.0f;
+    CHECK(again.data_stats().host_allocations == 1);
+    CHECK(again.data_stats().host_to_host == 1);
+    CHECK_FALSE(again.data_buffer()->host_borrowed());
+    CHECK(slurp(file) == before);
+    CHECK(again.host_data()[1] == weights.host_data()[1]);
+}
+
+TEST_CASE("safetensors mapped load onto a simulated device, and copying where borrowing cannot work",
+          "[io][safetensors]") {
+    const test::TempDir dir;
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    const fs::path file = dir.path() / "m.safetensors";
+    Blob<float> small{4};
+    test::fill_values(small);
+    io::save_safetensors(file, std::map<std::string, Blob<float>>{}, {});  // an empty file is valid
+    CHECK(io::load_safetensors<float>(file).empty());
+    io::SafetensorsWriter w;
+    w.add("s", small);
+    w.save(file);
+    const auto f = io::SafetensorsFile::open(file, {}, io::LoadMode::map);
+
+    Blob<float, Simulated> on_device;
+    f.load("s", on_device);
+    (void)on_device.device_data();
+    CHECK(on_device.data_stats().host_to_device == 1);
+    CHECK(on_device.data_stats().host_allocations == 0);
+
+    Blob<float> roomy{100};  // capacity larger than the tensor: filled by copying
+    f.load("s", roomy);
+    CHECK_FALSE(roomy.data_buffer()->host_borrowed());
+    CHECK(test::same_bytes(roomy.host_data(), small.host_data()));
+
+    Blob<double> converted;  // another dtype: converted into owned memory
+    io::SafetensorsFile::open(file, io::LoadOptions{.convert = true}, io::LoadMode::map).load("s", converted);
+    CHECK(converted.host_data()[2] == static_cast<double>(small.host_data()[2]));
+}
+
+TEST_CASE("safetensors load some by name, conversion, shape rules and limits", "[io][safetensors]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "m.safetensors";
+    Blob<double> x{16, 16};
+    test::fill_values(x);
+    Blob<std::int32_t> y{3};
+    test::fill_values(y);
+    io::SafetensorsWriter w;
+    w.add("x", x);
+    w.add("y", y);
+    w.save(file);
+
+    const auto f = io::SafetensorsFile::open(file);
+    CHECK(f.contains("x"));
+    CHECK_FALSE(f.contains("z"));
+    const std::vector<std::string> names{"y"};
+    const auto some = f.load_some<std::int32_t>(names);
+    REQUIRE(some.size() == 1);
+    CHECK(test::same_bytes(some.at("y").host_data(), y.host_data()));
+
+    Blob<float> blob;
+    CHECK_THAT(test::message_of<FormatError>([&] { f.load("x", blob); }),
+               Contains("m.safetensors: tensor \"x\": dtype: the file holds F64, the blob F32 (set "
+                        "LoadOptions::convert to convert)"));
+    CHECK_THAT(test::message_of<FormatError>([&] { f.load("z", blob); }),
+               Contains("m.safetensors: tensor \"z\": not in the file"));
+    const auto converting = io::SafetensorsFile::open(file, io::LoadOptions{.convert = true});
+    converting.load("x", blob);
+    CHECK(blob.host_data()[3] == static_cast<float>(x.host_data()[3]));
+
+    Blob<double> fixed{256};
+    fixed.fill(5.0);
+    CHECK_THAT(test::message_of<ShapeError>(
+                   [&] { io::SafetensorsFile::open(file, io::LoadOptions{.reshape = false}).load("x", fixed); }),
+               Contains("holds \"x\" of shape 16 16 (256), the blob has 256 (256)"));
+    CHECK(fixed.host_data()[0] == 5.0);
+
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { (void)io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 2047}).load<double>("x"); }),
+               Contains("tensor \"x\": loading needs 2048 bytes, more than the limit of 2047"));
+    CHECK_THAT(
+        test::message_of<FormatError>([&] {
+            (void)io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 2060, .convert = true}).load_all<double>();
+        }),
+        Contains("tensors: loading needs 2072 bytes, more than the limit of 2060"));
+}
+
+TEST_CASE("safetensors writer rejects taken and reserved names", "[io][safetensors]") {
+    Blob<float> b{1};
+    io::SafetensorsWriter w;
+    w.add("w", b, true);
+    CHECK_THAT(test::message_of<FormatError>([&] { w.add("w", b); }), Contains("tensor \"w\": added twice"));
+    CHECK_THAT(test::message_of<FormatError>([&] { w.add("w.__diff__", b); }),
+               Contains("tensor \"w.__diff__\": added twice"));
+    CHECK_THAT(test::message_of<FormatError>([&] { w.add("__metadata__", b); }), Contains("the name is reserved"));
+    w.metadata()["bad"] = "\xFF\xFE";
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)w.header(); }), Contains("is not valid UTF-8"));
+}
+
+TEST_CASE("safetensors corpus of malformed files, each rejected with its message", "[io][safetensors][malformed]") {
+    const std::string f32x2 = std::string(8, '\0');
+    const auto one = [](const std::string& entry) { return "{\"w\":" + entry + "}"; };
+    struct Case {
+        const char* name;
+        std::string bytes;
+        const char* message;
+    };
+    std::string huge(8, '\0');
+    huge[7] = '\x7F';
+    std::string over(8, '\0');
+    over[3] = '\x10';  // 268435456 > 100 MB
+    const Case cases[] = {
+        {"empty", "", "bad.safetensors: header length: expected an 8-byte header length, the input holds 0 bytes"},
+        {"truncated length", std::string("\x10\x00\x00", 3), "expected an 8-byte header length, the input holds 3 bytes (truncated)"},
+        {"huge header length", huge + "{}",
+         "bad.safetensors: header length: 9151314442816847872 bytes exceed the limit of 100000000 (the format's 100 "
+         "MB)"},
+        {"header over 100 MB", over + "{}", "268435456 bytes exceed the limit of 100000000"},
+        {"header longer than the file", st_bytes(one("{}"), "").substr(0, 12),
+         "bad.safetensors: header length: 8 header bytes expected, the input holds only 4 after the length "
+         "(truncated)"},
+        {"header not JSON", st_bytes("{\"w\": nope}", ""),
+         "bad.safetensors: header byte 15: not valid JSON: parse error"},
+        {"header not an object", st_bytes("[1, 2]", ""),
+         "bad.safetensors: header byte 8: expected '{' opening the JSON header"},
+        {"header with a leading space", st_bytes(" {}", ""), "expected '{' opening the JSON header"},
+        {"duplicate tensor",
+         st_bytes("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"w\":{\"dtype\":\"U8\",\"shape\":[1]"
+                  ",\"data_offsets\":[1,2]}}",
+                  "ab"),
+         "bad.safetensors: header: duplicate key \"w\""},
+        {"duplicate field",
+         st_bytes(one("{\"dtype\":\"U8\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"), f32x2),
+         "bad.safetensors: header entry: duplicate key \"dtype\""},
+        {"duplicate metadata key", st_bytes("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", ""), "duplicate key \"a\""},
+        {"too deep", st_bytes(one("{\"dtype\":{\"x\":{}},\"shape\":[],\"data_offsets\":[0,0]}"), ""),
+         "objects nested deeper than a tensor's entry"},
+        {"nested arrays", st_bytes(one("{\"dtype\":\"U8\",\"shape\":[[1]],\"data_offsets\":[0,1]}"), "a"),
+         "arrays nested inside arrays"},
+        {"metadata not strings", st_bytes("{\"__metadata__\":{\"epoch\":3}}", ""),
+         "bad.safetensors: __metadata__: expected string values, \"epoch\" holds a number"},
+        {"metadata not an object", st_bytes("{\"__metadata__\":[\"a\"]}", ""),
+         "__metadata__: expected an object of strings, found array"},
+        {"entry not an object", st_bytes(one("3"), ""),
+         "tensor \"w\": expected an object with dtype, shape and data_offsets, found number"},
+        {"unknown field", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"extra\":1}"), f32x2),
+         "tensor \"w\": unexpected key \"extra\""},
+        {"missing field", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2]}"), f32x2),
+         "tensor \"w\": missing \"data_offsets\""},
+        {"bad dtype", st_bytes(one("{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}"), f32x2),
+         "bad.safetensors: tensor \"w\": dtype: \"F31\" is not a safetensors dtype"},
+        {"unsupported dtype", st_bytes(one("{\"dtype\":\"F8_E4M3\",\"shape\":[8],\"data_offsets\":[0,8]}"), f32x2),
+         "\"F8_E4M3\" is a safetensors dtype syncblob does not support"},
+        {"dtype not a string", st_bytes(one("{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}"), f32x2),
+         "dtype: expected a string, found number"},
+        {"negative extent", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}"), f32x2),
+         "tensor \"w\": shape: expected non-negative integer extents, found -2"},
+        {"fractional extent", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}"), f32x2),
+         "found 2.0"},
+        {"count overflow",
+         st_bytes(one("{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}"), f32x2),
+         "tensor \"w\": shape: the element count overflows"},
+        {"byte size overflow",
+         st_bytes(one("{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}"), f32x2),
+         "the byte size of the shape overflows"},
+        {"33 axes",
+         st_bytes(one("{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"
+                      "\"data_offsets\":[0,1]}"),
+                  "a"),
+         "tensor \"w\": shape: 33 axes, at most 32 supported"},
+        {"offsets not a pair", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}"), f32x2),
+         "tensor \"w\": data_offsets: expected [begin, end] as two non-negative integers, found [0]"},
+        {"negative offset", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}"), f32x2),
+         "found [-8,0]"},
+        {"end before begin",
+         st_bytes(one("{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},\"v\":{\"dtype\":\"U8\",\"shape\":[1],"
+                      "\"data_offsets\":[8,1]}"),
+                  ""),
+         "end before begin"},
+        {"not from 0", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}"), f32x2),
+         "bad.safetensors: tensor \"w\": data_offsets [4, 8]: gap: data bytes [0, 4) belong to no tensor"},
+        {"gapped offsets",
+         st_bytes("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},\"b\":{\"dtype\":\"U8\",\"shape\":[2]"
+                  ",\"data_offsets\":[4,6]}}",
+                  "abcdef"),
+         "tensor \"b\": data_offsets [4, 6]: gap: data bytes [2, 4) belong to no tensor (offsets must be contiguous "
+         "from 0)"},
+        {"overlapping offsets",
+         st_bytes("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"U8\",\"shape\":[4]"
+                  ",\"data_offsets\":[2,6]}}",
+                  "abcdef"),
+         "tensor \"b\": data_offsets [2, 6]: overlaps tensor \"a\", which ends at data byte 4"},
+        {"shape and size mismatch", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}"), f32x2),
+         "tensor \"w\": data_offsets [0, 8]: hold 8 bytes, shape [3] of F32 needs 12"},
+        {"data truncated", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"), "abc"),
+         "data_offsets [0, 8]: past the end of the data (3 bytes; truncated)"},
+        {"trailing bytes", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"), f32x2 + "x"),
+         "bad.safetensors: data: the tensors end at data byte 8, the data holds 9 bytes (trailing bytes)"},
+        {"invalid UTF-8 name", st_bytes("{\"\xC3\x28\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}", ""),
+         "not valid JSON"},
+        {"truncated JSON", st_bytes("{\"w\":{\"dtype\":", ""), "not valid JSON"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.name);
+        CHECK_THAT(open_error(c.bytes), Contains(c.message));
+    }
+    CHECK_THAT(open_error(st_bytes("{}", ""), io::LoadOptions{.max_bytes = 1}),
+               Contains("header length: 2 bytes exceed the limit of 1 (LoadOptions::max_bytes)"));
+}
+
+TEST_CASE("safetensors diff tensor that does not match its data", "[io][safetensors][malformed]") {
+    const std::string file = st_bytes(
+        "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},\"w.__diff__\":{\"dtype\":\"U8\",\"shape\":[1],"
+        "\"data_offsets\":[2,3]}}",
+        "abc");
+    const auto f = io::SafetensorsFile::from_memory(as_bytes(file), "d.safetensors");
+    Blob<std::uint8_t> blob;
+    CHECK_THAT(test::message_of<FormatError>([&] { f.load("w", blob); }),
+               Contains("d.safetensors: tensor \"w.__diff__\": a diff must have the dtype and shape of \"w\""));
+    CHECK_FALSE(blob.has_shape());
+}
