@@ -227,6 +227,7 @@ TEST_CASE("every malformed document is a FormatError naming the field and what w
         {R"({"dtype": "F32", "shape": [1], "data": [1], "data": [2]})", {"field \"data\"", "duplicate key"}},
         {R"({"dtype": "F32", "shape": [1], "data": [1])", {"byte", "parse error"}},
         {R"({"dtype": "F32", "shape": [1], "data": [NaN]})", {"byte", "parse error"}},
+        {R"({"dtype": "F32", "shape": [1], "data": [3.4e22835]})", {"document", "out_of_range", "number overflow"}},
         {"", {"byte", "parse error"}},
         {"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]"
          "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",

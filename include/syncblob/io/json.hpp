@@ -153,6 +153,8 @@ void from_json_strict(const nlohmann::json& j, Blob<T, A>& blob, std::string_vie
         return nlohmann::json::parse(text.begin(), text.end(), check);
     } catch (const nlohmann::json::parse_error& e) {
         throw_format_error(source, "byte " + std::to_string(e.byte), e.what());
+    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number too large for a double
+        throw_format_error(source, "document", e.what());
     }
 }
 
