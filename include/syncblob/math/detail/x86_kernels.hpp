@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "../../core/element.hpp"
 #include "../device_kernels.hpp"
@@ -31,7 +32,11 @@ inline bool cpu_has_avx2() noexcept {
 #if SYNCBLOB_X86_DISPATCH
     static const bool has = [] {
         __builtin_cpu_init();
+#if defined(__clang__)  // clang's __builtin_cpu_supports has no "f16c"; every AVX2 processor has it
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
     }();
     return has;
 #else
@@ -58,6 +63,7 @@ inline bool cpu_has_avx512() noexcept {
 namespace avx2 {
 
 #define SYNCBLOB_SIMD_FN __attribute__((target("avx2,fma,f16c"))) inline
+#define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx2,fma,f16c")))
 
 template <class T>
 struct Simd;
@@ -141,12 +147,14 @@ struct Simd<double> {
 #include "simd_kernels.inc"
 
 #undef SYNCBLOB_SIMD_FN
+#undef SYNCBLOB_SIMD_LAMBDA
 }  // namespace avx2
 
 // ---- AVX-512F ---------------------------------------------------------------------------------
 namespace avx512 {
 
 #define SYNCBLOB_SIMD_FN __attribute__((target("avx512f"))) inline
+#define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx512f")))
 
 // Lanes summed as a fixed tree. (GCC 12's _mm512_reduce_add_* and the unmasked conversions read
 // _mm512_undefined_*(), which -Wuninitialized flags in sanitizer builds, so the masked forms are used.)
@@ -245,6 +253,7 @@ struct Simd<double> {
 #include "simd_kernels.inc"
 
 #undef SYNCBLOB_SIMD_FN
+#undef SYNCBLOB_SIMD_LAMBDA
 }  // namespace avx512
 
 #else  // no run-time dispatch: the portable kernels stand in (never chosen: the checks say no)

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Compiled with -march=native -O3 in every benchmark build (see CMakeLists.txt).
+#include "bandwidth.hpp"
+
+namespace syncblob_bench {
+namespace {
+
+constexpr std::size_t lanes_n = 64;
+
+template <class U>
+std::uint64_t run(Pattern pattern, U* a, const U* b, const U* c, std::size_t first, std::size_t last) {
+    switch (pattern) {
+        case Pattern::read1: {
+            U lanes[lanes_n] = {};  // independent chains, so the adds never limit the loads
+            std::size_t i = first;
+            for (; i + lanes_n <= last; i += lanes_n) {
+                for (std::size_t j = 0; j < lanes_n; ++j) {
+                    lanes[j] += a[i + j];
+                }
+            }
+            U s = 0;
+            for (; i < last; ++i) {
+                s += a[i];
+            }
+            for (const U v : lanes) {
+                s += v;
+            }
+            return static_cast<std::uint64_t>(s);
+        }
+        case Pattern::read2: {
+            U lanes[lanes_n] = {};
+            std::size_t i = first;
+            for (; i + lanes_n <= last; i += lanes_n) {
+                for (std::size_t j = 0; j < lanes_n; ++j) {
+                    lanes[j] += a[i + j] ^ b[i + j];
+                }
+            }
+            U s = 0;
+            for (; i < last; ++i) {
+                s += a[i] ^ b[i];
+            }
+            for (const U v : lanes) {
+                s += v;
+            }
+            return static_cast<std::uint64_t>(s);
+        }
+        case Pattern::rmw1:
+            for (std::size_t i = first; i < last; ++i) {
+                a[i] = static_cast<U>(a[i] * 3u);
+            }
+            return static_cast<std::uint64_t>(a[first]);
+        case Pattern::rmw2:
+            for (std::size_t i = first; i < last; ++i) {
+                a[i] = static_cast<U>(a[i] - b[i]);
+            }
+            return static_cast<std::uint64_t>(a[first]);
+        case Pattern::triad:
+            for (std::size_t i = first; i < last; ++i) {
+                a[i] = static_cast<U>(b[i] + 3u * c[i]);
+            }
+            return static_cast<std::uint64_t>(a[first]);
+    }
+    return 0;
+}
+
+}  // namespace
+
+std::uint64_t bandwidth_probe(Pattern pattern, std::size_t word_bytes, void* a, const void* b, const void* c,
+                              std::size_t first, std::size_t last) {
+    if (word_bytes == 4) {
+        return run(pattern, static_cast<std::uint32_t*>(a), static_cast<const std::uint32_t*>(b),
+                   static_cast<const std::uint32_t*>(c), first, last);
+    }
+    return run(pattern, static_cast<std::uint64_t*>(a), static_cast<const std::uint64_t*>(b),
+               static_cast<const std::uint64_t*>(c), first, last);
+}
+
+}  // namespace syncblob_bench
