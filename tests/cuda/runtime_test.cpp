@@ -15,6 +15,7 @@
 #include <syncblob/cuda/allocator.hpp>
 #include <syncblob/cuda/cublas.hpp>
 #include <syncblob/cuda/error.hpp>
+#include <syncblob/cuda/math.hpp>
 #include <syncblob/cuda/runtime.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
 
@@ -156,6 +157,15 @@ TEST_CASE("without a usable driver every device call throws NoDeviceError with t
                       says_why && Catch::Contains("cuda::Device::allocate(64 bytes)") && Catch::Contains("cudaMalloc"));
     CHECK_THROWS_AS(syncblob::cuda::cublas_handle(), syncblob::NoDeviceError);
     CHECK_THROWS_WITH(syncblob::cuda::blas::asum(static_cast<const float*>(nullptr), 3, nullptr), says_why);
+    // device math for float and double dispatches to cuBLAS from any compiler
+    using Kernels = syncblob::DeviceKernels<syncblob::cuda::Device>;
+    CHECK_THROWS_AS(Kernels::asum(static_cast<const double*>(nullptr), 2, nullptr), syncblob::NoDeviceError);
+    CHECK_THROWS_AS(Kernels::sumsq(static_cast<const float*>(nullptr), 2, nullptr), syncblob::NoDeviceError);
+    CHECK_THROWS_AS(Kernels::dot(static_cast<const float*>(nullptr), static_cast<const float*>(nullptr), 2, nullptr),
+                    syncblob::NoDeviceError);
+    CHECK_THROWS_AS(Kernels::sub(static_cast<double*>(nullptr), static_cast<const double*>(nullptr), 2, nullptr),
+                    syncblob::NoDeviceError);
+    CHECK_THROWS_WITH(Kernels::scale(static_cast<float*>(nullptr), 2.0f, 2, nullptr), says_why);
     // zero-length work needs no device and does nothing
     CHECK(syncblob::cuda::blas::asum(static_cast<const float*>(nullptr), 0, nullptr) == 0.0f);
     // an empty event is reached already; releasing nothing is fine

@@ -10,7 +10,7 @@
 #if !defined(__CUDACC__)
 #error \
     "syncblob/cuda/kernels.cuh holds CUDA kernels and needs nvcc: include it from a .cu file. Host code includes syncblob/cuda/math.hpp (float and double device math through cuBLAS)."
-#endif
+#else  // the rest of the file: only nvcc sees it, so the error above is the only one
 
 #include <cuda_runtime_api.h>
 
@@ -87,3 +87,5 @@ struct CustomKernels {
 }  // namespace cuda
 
 SYNCBLOB_END_NAMESPACE
+
+#endif  // defined(__CUDACC__)

@@ -26,6 +26,13 @@ struct CustomKernels {
                   "syncblob: half and bfloat16 device math on cuda::Device runs custom CUDA kernels, so this "
                   "translation unit must be compiled by nvcc (a .cu file linked to syncblob::cuda). float and "
                   "double device math needs only cuBLAS and compiles with any C++ compiler.");
+    // Declared only, so that the assertion above is the one error a host compiler reports.
+    using A = accumulator_t<T>;
+    static A asum(const T* x, std::int64_t n, cudaStream_t stream);
+    static A sumsq(const T* x, std::int64_t n, cudaStream_t stream);
+    static A dot(const T* x, const T* y, std::int64_t n, cudaStream_t stream);
+    static void sub(T* y, const T* x, std::int64_t n, cudaStream_t stream);
+    static void scale(T* x, A alpha, std::int64_t n, cudaStream_t stream);
 };
 }  // namespace cuda::detail
 SYNCBLOB_END_NAMESPACE

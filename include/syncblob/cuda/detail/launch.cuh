@@ -9,7 +9,7 @@
 #if !defined(__CUDACC__)
 #error \
     "syncblob/cuda/detail/launch.cuh holds CUDA kernels and needs nvcc: include syncblob/cuda/kernels.cuh from a .cu file"
-#endif
+#else  // the rest of the file: only nvcc sees it, so the error above is the only one
 
 #include <cuda_runtime_api.h>
 
@@ -115,3 +115,5 @@ template <class Term>
 }  // namespace cuda::detail
 
 SYNCBLOB_END_NAMESPACE
+
+#endif  // defined(__CUDACC__)

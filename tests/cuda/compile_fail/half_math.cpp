@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Must not compile: half device math on cuda::Device needs the custom kernels, so nvcc.
+// (float and double compile here: the same call for float is below and must raise no error.)
+#include <syncblob/cuda/math.hpp>
+
+float device_asum_float(const float* x) {
+    return syncblob::DeviceKernels<syncblob::cuda::Device>::asum(x, 1, nullptr);
+}
+float device_asum_half(const syncblob::half* x) {
+    return syncblob::DeviceKernels<syncblob::cuda::Device>::asum(x, 1, nullptr);
+}
