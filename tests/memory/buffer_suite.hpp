@@ -598,6 +598,26 @@ TEMPLATE_LIST_TEST_CASE("SyncedBuffer rejects a borrow smaller than the buffer",
     CHECK(small == pattern(36, n - 1));
 }
 
+TEMPLATE_LIST_TEST_CASE("SyncedBuffer refuses to borrow its own blocks", "[memory][buffer][borrow]", SuiteAllocators) {
+    using namespace syncblob_suite;
+    using Backend = typename TestType::device_backend;
+    SYNCBLOB_REQUIRE_DEVICE(Backend);
+    Buffer<TestType> buffer(n);
+    write_host(buffer, pattern(37));
+    void* host = buffer.mutable_host_data();
+    CHECK_THROWS_AS(buffer.set_host_data(host, n), syncblob::StateError);
+    CHECK_THROWS_WITH(buffer.set_host_data(host, n), Catch::Contains("set_host_data") && Catch::Contains("own"));
+    CHECK(buffer.head() == Head::at_host);
+    CHECK_FALSE(buffer.host_borrowed());
+    CHECK(host_bytes(buffer.host_data()) == pattern(37));
+    void* device = buffer.mutable_device_data();
+    buffer.reset_stats();
+    CHECK_THROWS_AS(buffer.set_device_data(device, n), syncblob::StateError);
+    CHECK(buffer.head() == Head::at_device);
+    CHECK(buffer.stats() == Stats{});
+    CHECK(device_bytes<Backend>(buffer.device_data()) == pattern(37));
+}
+
 TEMPLATE_LIST_TEST_CASE("SyncedBuffer never writes a read-only host borrow", "[memory][buffer][borrow]",
                         SuiteAllocators) {
     using namespace syncblob_suite;

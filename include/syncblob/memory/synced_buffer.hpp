@@ -142,10 +142,14 @@ public:
 
     /// Uses `data` (at least `bytes` ≥ size() bytes) as the host side, without copying; it is never
     /// freed by the buffer. Frees an owned host block. Head → at_host.
-    /// \throws ShapeError when `bytes` < size() or `data` is null for a non-empty buffer.
+    /// \throws ShapeError when `bytes` < size() or `data` is null for a non-empty buffer;
+    /// StateError when `data` is the buffer's own host block (nothing changes).
     void set_host_data(void* data, std::size_t bytes, Borrow borrow = {}) {
         check_borrow("SyncedBuffer::set_host_data", data, bytes);
         std::lock_guard lock(mutex_);
+        if (data != nullptr && data == host_block_.data) {  // freeing it would leave the borrow dangling
+            throw StateError("SyncedBuffer::set_host_data: cannot borrow the buffer's own host block");
+        }
         wait_host_unlocked();
         release_host();
         host_ = data;
@@ -162,10 +166,14 @@ public:
 
     /// Uses device memory `data` as the device side, without copying; never freed by the buffer.
     /// Frees an owned device block. Head → at_device.
+    /// \throws ShapeError as set_host_data; StateError when `data` is the buffer's own device block.
     void set_device_data(void* data, std::size_t bytes, Borrow borrow = {}) {
         require_device("SyncedBuffer::set_device_data");
         check_borrow("SyncedBuffer::set_device_data", data, bytes);
         std::lock_guard lock(mutex_);
+        if (data != nullptr && device_owned_ && data == device_) {
+            throw StateError("SyncedBuffer::set_device_data: cannot borrow the buffer's own device block");
+        }
         wait_host_unlocked();
         release_device();
         device_ = data;
