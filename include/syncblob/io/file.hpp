@@ -28,8 +28,9 @@ inline std::pair<FileDescriptor, std::filesystem::path> create_temporary_beside(
     static std::atomic<std::uint64_t> counter{0};
     const std::filesystem::path folder = target.parent_path();
     for (int attempt = 0;; ++attempt) {
-        const std::string name = "." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                                 std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+        std::string name(".");  // appended piecewise: g++ 12 -O3 misreports "lit" + string (-Wrestrict)
+        name.append(target.filename().string()).append(".tmp-").append(std::to_string(::getpid()));
+        name.append("-").append(std::to_string(counter.fetch_add(1, std::memory_order_relaxed)));
         std::filesystem::path temporary = folder.empty() ? std::filesystem::path(name) : folder / name;
         const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
