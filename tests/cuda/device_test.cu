@@ -39,22 +39,10 @@ TEST_CASE("nvcc compiles syncblob's CUDA translation units as C++20", "[cuda][nv
 // ---- the shared suites, on the GPU backend ---------------------------------------------------------
 
 using SuiteAllocators = std::tuple<syncblob::cuda::Allocator>;
-#if __has_include("../memory/buffer_suite.hpp")
 #include "../memory/buffer_suite.hpp"
-#else
-TEST_CASE("the shared SyncedBuffer suite runs on cuda::Allocator", "[cuda][suite]") {
-    FAIL("tests/memory/buffer_suite.hpp is missing");
-}
-#endif
 
 using MathSuiteAllocators = std::tuple<syncblob::cuda::Allocator>;
-#if __has_include("../math/math_suite.hpp")
 #include "../math/math_suite.hpp"
-#else
-TEST_CASE("the shared math suite runs on cuda::Allocator", "[cuda][suite]") {
-    FAIL("tests/math/math_suite.hpp is missing");
-}
-#endif
 
 // ---- the custom kernels ----------------------------------------------------------------------------
 
