@@ -76,15 +76,24 @@ public:
 
     [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
     /// Extent of `axis`; negative axes count from the end. \throws IndexError
-    [[nodiscard]] std::int64_t shape(std::int64_t axis) const { return shape_.extent(axis); }
+    [[nodiscard]] std::int64_t shape(std::int64_t axis) const { return shape_[axis_index("Blob::shape", axis)]; }
     [[nodiscard]] std::size_t num_axes() const noexcept { return shape_.rank(); }
     [[nodiscard]] std::int64_t count() const noexcept { return count_; }
-    /// Product of the extents of axes [start, end). \throws IndexError
-    [[nodiscard]] std::int64_t count(std::size_t start, std::size_t end) const { return shape_.count(start, end); }
-    /// Product of the extents from `start` on. \throws IndexError
-    [[nodiscard]] std::int64_t count(std::size_t start) const { return shape_.count(start); }
+    /// Product of the extents of axes [start, end) (1 for an empty range; 0 for a blob without a
+    /// shape, which holds nothing). \throws IndexError unless 0 ≤ start ≤ end ≤ num_axes()
+    [[nodiscard]] std::int64_t count(std::size_t start, std::size_t end) const {
+        if (start > end || end > num_axes()) {
+            throw IndexError("Blob::count: axis range [" + std::to_string(start) + ", " + std::to_string(end) +
+                             ") invalid for shape " + shape_string() + " with " + std::to_string(num_axes()) + " axes");
+        }
+        return has_shape_ ? shape_.count(start, end) : 0;
+    }
+    /// Product of the extents from `start` on (`count(0) == count()`). \throws IndexError
+    [[nodiscard]] std::int64_t count(std::size_t start) const { return count(start, num_axes()); }
     /// The index in [0, num_axes()) of a possibly negative axis. \throws IndexError
-    [[nodiscard]] std::size_t canonical_axis_index(std::int64_t axis) const { return shape_.canonical_axis(axis); }
+    [[nodiscard]] std::size_t canonical_axis_index(std::int64_t axis) const {
+        return axis_index("Blob::canonical_axis_index", axis);
+    }
     /// "2 3 4 5 (120)"; a default-constructed blob gives "(0)".
     [[nodiscard]] std::string shape_string() const { return has_shape() ? shape_.to_string() : std::string("(0)"); }
     /// Elements the buffers can hold without reallocating.
@@ -100,9 +109,15 @@ public:
     [[nodiscard]] std::int64_t channels() const { return legacy_shape(1); }
     [[nodiscard]] std::int64_t height() const { return legacy_shape(2); }
     [[nodiscard]] std::int64_t width() const { return legacy_shape(3); }
+    /// Extent of legacy axis `index` in [-4, 4) (negative from the end), 1 past the last axis.
+    /// \throws ShapeError above 4 axes, IndexError for an index outside [-4, 4)
     [[nodiscard]] std::int64_t legacy_shape(std::int64_t index) const {
         if (num_axes() > 4) {
             throw ShapeError("Blob::legacy_shape: legacy accessors need at most 4 axes, shape is " + shape_string());
+        }
+        if (index < -4 || index >= 4) {
+            throw IndexError("Blob::legacy_shape: axis " + std::to_string(index) + " out of range [-4, 4) for shape " +
+                             shape_string());
         }
         const auto r = static_cast<std::int64_t>(num_axes());
         if (index >= r || index < -r) {
@@ -160,44 +175,42 @@ public:
     void reshape(std::int64_t num, std::int64_t channels, std::int64_t height, std::int64_t width) {
         reshape(Shape{num, channels, height, width});
     }
-    /// Takes the shape of `other` (any element type or allocator).
+    /// Takes the shape of `other` (any element type or allocator). Taking the "no shape" of a
+    /// default-constructed blob keeps the buffers and their capacity.
     template <Element U, SyncedAllocator A2>
     void reshape_like(const Blob<U, A2>& other) {
-        reshape(other.shape());
         if (!other.has_shape()) {
             shape_ = Shape{};
             count_ = 0;
             has_shape_ = false;
+            return;
         }
+        reshape(other.shape());
     }
 
-    /// Makes room for `n` elements without changing the shape (reallocating when `n` exceeds the
-    /// capacity: contents are not kept). \throws ShapeError when `n` is negative or too large.
+    /// Makes room for `n` elements without changing the shape, as `std::vector::reserve` does:
+    /// when `n` exceeds the capacity both buffers are reallocated and the count() elements of
+    /// data and diff are kept (copied on the side where each is fresh). A blob that shared its
+    /// buffers gets its own. \throws ShapeError when `n` is negative or too large (nothing changes).
     void reserve(std::int64_t n) {
         if (n < 0) {
             throw ShapeError("Blob::reserve: negative count " + std::to_string(n));
         }
-        if (!data_ || n > capacity()) {
+        if (!data_) {
             replace_buffers(checked_bytes("Blob::reserve", n));
+        } else if (n > capacity()) {
+            reallocate_keeping(checked_bytes("Blob::reserve", n));
         }
     }
 
     /// Reallocates to exactly count() elements when the capacity is larger, keeping the contents
-    /// of data and diff (copied on the side where each is fresh).
+    /// of data and diff (copied on the side where each is fresh). A blob that shared its buffers
+    /// gets its own.
     void shrink_to_fit() {
         if (!data_ || capacity() == count_) {
             return;
         }
-        const std::size_t bytes = static_cast<std::size_t>(count_) * sizeof(T);
-        auto data = make_buffer(bytes);
-        auto diff = make_buffer(bytes);
-        if (data_->head() != Head::uninitialized) {
-            data->copy_from(*data_, bytes);
-        }
-        if (diff_->head() != Head::uninitialized) {
-            diff->copy_from(*diff_, bytes);
-        }
-        install(std::move(data), std::move(diff));
+        reallocate_keeping(static_cast<std::size_t>(count_) * sizeof(T));
     }
 
     // ---- data and diff ---------------------------------------------------------------------
@@ -226,21 +239,29 @@ public:
         return {static_cast<T*>(diff_->mutable_host_data_for_overwrite()), static_cast<std::size_t>(count_)};
     }
 
-    /// Checked read of one data element (synchronises data to the host). \throws IndexError
-    [[nodiscard]] T data_at(std::span<const std::int64_t> indices) const { return host_data()[element(indices)]; }
+    /// Checked read of one data element, one index per axis (synchronises data to the host).
+    /// \throws IndexError
+    [[nodiscard]] T data_at(std::span<const std::int64_t> indices) const {
+        return host_data()[element("Blob::data_at", indices)];
+    }
     [[nodiscard]] T data_at(std::initializer_list<std::int64_t> indices) const {
         return data_at(std::span<const std::int64_t>(indices));
     }
+    /// Checked read in the legacy 4-D view. \throws IndexError, ShapeError
     [[nodiscard]] T data_at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
-        return host_data()[static_cast<std::size_t>(offset(n, c, h, w))];
+        return host_data()[element("Blob::data_at", n, c, h, w)];
     }
-    /// Checked read of one diff element (synchronises diff to the host). \throws IndexError
-    [[nodiscard]] T diff_at(std::span<const std::int64_t> indices) const { return host_diff()[element(indices)]; }
+    /// Checked read of one diff element, one index per axis (synchronises diff to the host).
+    /// \throws IndexError
+    [[nodiscard]] T diff_at(std::span<const std::int64_t> indices) const {
+        return host_diff()[element("Blob::diff_at", indices)];
+    }
     [[nodiscard]] T diff_at(std::initializer_list<std::int64_t> indices) const {
         return diff_at(std::span<const std::int64_t>(indices));
     }
+    /// Checked read in the legacy 4-D view. \throws IndexError, ShapeError
     [[nodiscard]] T diff_at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
-        return host_diff()[static_cast<std::size_t>(offset(n, c, h, w))];
+        return host_diff()[element("Blob::diff_at", n, c, h, w)];
     }
 
     /// Where the fresh data / diff is (uninitialized for an empty blob).
@@ -318,15 +339,23 @@ public:
         }
     }
 
-    /// Makes data the same buffer as `other`'s (no copy). \throws ShapeError unless counts match
+    /// Makes data the same buffer as `other`'s (no copy; the buffer lives while either blob holds
+    /// it). The shape is kept. \throws ShapeError unless both have a shape and the counts match
     void share_data(const Blob& other) {
         check_share("Blob::share_data", other);
-        data_ = other.data_;
+        if (data_ != other.data_) {
+            retire(data_, retired_data_stats_);
+            data_ = other.data_;
+        }
     }
-    /// Makes diff the same buffer as `other`'s (no copy). \throws ShapeError unless counts match
+    /// Makes diff the same buffer as `other`'s (no copy). \throws ShapeError unless both have a
+    /// shape and the counts match
     void share_diff(const Blob& other) {
         check_share("Blob::share_diff", other);
-        diff_ = other.diff_;
+        if (diff_ != other.diff_) {
+            retire(diff_, retired_diff_stats_);
+            diff_ = other.diff_;
+        }
     }
 
     /// A deep copy: same shape, data and diff, each copied on the side where it is fresh.
@@ -354,7 +383,11 @@ public:
     /// Sets every diff element to `value` (on the host).
     void fill_diff(T value) { std::ranges::fill(mutable_host_diff_for_overwrite(), value); }
 
-    /// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements.
+    friend void swap(Blob& a, Blob& b) noexcept { a.swap(b); }
+
+    /// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements:
+    /// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]" (8-bit integers as numbers, bool as true/false,
+    /// half and bfloat16 as float).
     friend std::ostream& operator<<(std::ostream& os, const Blob& b) {
         os << "Blob<" << element_name<T>() << ">(" << b.shape_string() << ')';
         if (b.count_ > 0 && b.count_ <= 64) {
@@ -398,6 +431,21 @@ private:
         install(std::move(data), std::move(diff));
     }
 
+    // New buffers of `bytes` holding the count() elements of data and diff, each copied on the side
+    // where it is fresh. Built aside and installed last, so a failure changes nothing.
+    void reallocate_keeping(std::size_t bytes) {
+        const std::size_t kept = static_cast<std::size_t>(count_) * sizeof(T);
+        auto data = make_buffer(bytes);
+        auto diff = make_buffer(bytes);
+        if (data_->head() != Head::uninitialized) {
+            data->copy_from(*data_, kept);
+        }
+        if (diff_->head() != Head::uninitialized) {
+            diff->copy_from(*diff_, kept);
+        }
+        install(std::move(data), std::move(diff));
+    }
+
     void install(std::shared_ptr<buffer_type> data, std::shared_ptr<buffer_type> diff) noexcept {
         if (data_) {
             retire(data_, retired_data_stats_);
@@ -438,10 +486,23 @@ private:
     }
 
     void check_share(const char* op, const Blob& other) const {
-        if (other.count_ != count_ || !other.data_ || !data_) {
+        if (!other.data_ || !data_) {
+            throw ShapeError(std::string(op) + ": both blobs need a shape (" + other.shape_string() + " shared into " +
+                             shape_string() + ")");
+        }
+        if (other.count_ != count_) {
             throw ShapeError(std::string(op) + ": counts differ (" + other.shape_string() + " shared into " +
                              shape_string() + ")");
         }
+    }
+
+    std::size_t axis_index(const char* op, std::int64_t axis) const {
+        const auto r = static_cast<std::int64_t>(num_axes());
+        if (axis < -r || axis >= r) {
+            throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " out of range [" +
+                             std::to_string(-r) + ", " + std::to_string(r) + ") for shape " + shape_string());
+        }
+        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
     }
 
     void check_index(const char* op, std::size_t axis, std::int64_t index, std::int64_t extent) const {
@@ -452,12 +513,23 @@ private:
         }
     }
 
-    std::size_t element(std::span<const std::int64_t> indices) const {
+    // The checked position of one element: one index per axis, in range, in a blob that holds elements.
+    std::size_t element(const char* op, std::span<const std::int64_t> indices) const {
         if (indices.size() != num_axes()) {
-            throw IndexError("Blob::data_at: " + std::to_string(indices.size()) + " indices for shape " +
+            throw IndexError(std::string(op) + ": " + std::to_string(indices.size()) + " indices for shape " +
                              shape_string() + " with " + std::to_string(num_axes()) + " axes");
         }
+        require_elements(op);
         return static_cast<std::size_t>(offset(indices));
+    }
+    std::size_t element(const char* op, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
+        require_elements(op);
+        return static_cast<std::size_t>(offset(n, c, h, w));
+    }
+    void require_elements(const char* op) const {
+        if (!has_shape_) {
+            throw IndexError(std::string(op) + ": the blob has no shape and holds no element");
+        }
     }
 
     std::span<const T> host_view(const std::shared_ptr<buffer_type>& b) const {
@@ -472,18 +544,23 @@ private:
         }
         return {static_cast<T*>(b->mutable_host_data()), static_cast<std::size_t>(count_)};
     }
+    // A blob without buffers has no device memory: null, or NoDeviceError for a host-only backend.
+    static void require_device(const char* op) {
+        if constexpr (!device_backend::has_device) {
+            throw NoDeviceError(std::string(op) + ": this blob is host-only (device backend " +
+                                std::string(device_backend::name) + ")");
+        }
+    }
     const T* device_view(const std::shared_ptr<buffer_type>& b) const {
         if (!b) {
-            buffer_type empty(0);
-            (void)empty.device_data();  // a host-only backend throws NoDeviceError here
+            require_device("Blob::device_data");
             return nullptr;
         }
         return static_cast<const T*>(b->device_data());
     }
     T* mutable_device_view(const std::shared_ptr<buffer_type>& b) {
         if (!b) {
-            buffer_type empty(0);
-            (void)empty.mutable_device_data();
+            require_device("Blob::mutable_device_data");
             return nullptr;
         }
         return static_cast<T*>(b->mutable_device_data());

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+// Type lists and value helpers shared by the Blob tests.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <syncblob/blob.hpp>
+#include <syncblob/memory/simulated_device.hpp>
+
+namespace blob_test {
+
+using syncblob::bfloat16;
+using syncblob::half;
+
+/// One element type under one allocator bundle: the unit the typed tests run over.
+template <class T, class A>
+struct Case {
+    using element = T;
+    using allocator = A;
+    using blob = syncblob::Blob<T, A>;
+};
+
+using Elements = std::tuple<float, double, half, bfloat16, std::int8_t, std::int16_t, std::int32_t, std::int64_t,
+                            std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t, bool>;
+
+template <class List, class A>
+struct with_allocator;
+template <class... Ts, class A>
+struct with_allocator<std::tuple<Ts...>, A> {
+    using type = std::tuple<Case<Ts, A>...>;
+};
+
+/// Every element type under HostOnly, then under Simulated (26 cases).
+using HostOnlyCases = with_allocator<Elements, syncblob::HostOnly>::type;
+using SimulatedCases = with_allocator<Elements, syncblob::Simulated>::type;
+using AllCases = decltype(std::tuple_cat(HostOnlyCases{}, SimulatedCases{}));
+
+template <class A>
+inline constexpr bool has_device = A::device_backend::has_device;
+
+/// A distinct, exactly representable value for index `i` (never all zeros: the first-touch fill).
+template <class T>
+T make(std::int64_t i) {
+    const auto k = static_cast<int>(i % 100) + 1;
+    if constexpr (std::is_same_v<T, bool>) {
+        return i % 3 != 0;
+    } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+        return T(static_cast<float>(k));
+    } else {
+        return static_cast<T>(k);
+    }
+}
+
+template <class T>
+double to_double(T v) {
+    if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+        return static_cast<double>(static_cast<float>(v));
+    } else if constexpr (std::is_same_v<T, bool>) {
+        return v ? 1.0 : 0.0;
+    } else {
+        return static_cast<double>(v);
+    }
+}
+
+/// The values of a span, as doubles (Catch prints them on failure).
+template <class T>
+std::vector<double> values(std::span<T> s) {
+    std::vector<double> out;
+    out.reserve(s.size());
+    for (const auto& v : s) {
+        out.push_back(to_double(static_cast<std::remove_const_t<T>>(v)));
+    }
+    return out;
+}
+
+/// make<T>(first), make<T>(first + 1), … as doubles: what `values` of a patterned span gives.
+template <class T>
+std::vector<double> pattern(std::int64_t n, std::int64_t first = 0) {
+    std::vector<double> out;
+    for (std::int64_t i = 0; i < n; ++i) {
+        out.push_back(to_double(make<T>(first + i)));
+    }
+    return out;
+}
+
+template <class T>
+std::vector<double> constant(std::int64_t n, T value) {
+    return std::vector<double>(static_cast<std::size_t>(n), to_double(value));
+}
+
+/// Writes make<T>(first + i) into every element of a span.
+template <class T>
+void write_pattern(std::span<T> s, std::int64_t first = 0) {
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        s[i] = make<T>(first + static_cast<std::int64_t>(i));
+    }
+}
+
+/// The count() leading elements of device memory, read through the backend without touching the blob's state.
+template <class T, class Backend>
+std::vector<double> device_values(const T* device, std::int64_t n) {
+    std::vector<T> host(static_cast<std::size_t>(n));
+    if (n != 0) {
+        Backend::copy(static_cast<void*>(host.data()), device, host.size() * sizeof(T),
+                      syncblob::CopyKind::device_to_host, typename Backend::stream_type{});
+    }
+    std::vector<double> out;
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        out.push_back(to_double(static_cast<T>(host[i])));
+    }
+    return out;
+}
+
+/// The dtype name each element type must print as (written out here, not taken from the library).
+template <class T>
+constexpr std::string_view expected_dtype() {
+    if constexpr (std::is_same_v<T, float>) {
+        return "F32";
+    } else if constexpr (std::is_same_v<T, double>) {
+        return "F64";
+    } else if constexpr (std::is_same_v<T, half>) {
+        return "F16";
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+        return "BF16";
+    } else if constexpr (std::is_same_v<T, std::int8_t>) {
+        return "I8";
+    } else if constexpr (std::is_same_v<T, std::int16_t>) {
+        return "I16";
+    } else if constexpr (std::is_same_v<T, std::int32_t>) {
+        return "I32";
+    } else if constexpr (std::is_same_v<T, std::int64_t>) {
+        return "I64";
+    } else if constexpr (std::is_same_v<T, std::uint8_t>) {
+        return "U8";
+    } else if constexpr (std::is_same_v<T, std::uint16_t>) {
+        return "U16";
+    } else if constexpr (std::is_same_v<T, std::uint32_t>) {
+        return "U32";
+    } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+        return "U64";
+    } else {
+        return "BOOL";
+    }
+}
+
+/// Stats with every counter zero.
+inline bool no_activity(const syncblob::TransferStats& s) {
+    return s == syncblob::TransferStats{};
+}
+
+}  // namespace blob_test
