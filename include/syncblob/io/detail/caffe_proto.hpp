@@ -127,7 +127,6 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
     std::size_t rank = 0;
     std::array<std::int64_t, 4> legacy{};
     bool has_legacy = false;
-    bool has_shape = false;
     pb::Field f;
     while (r.next(f)) {
         switch (f.number) {
@@ -173,7 +172,6 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
                     wrong_wire_type(r, f, "length-delimited (2)");
                 }
                 scan_shape(r, f, dims, rank);  // repeated occurrences merge, as protobuf merges messages
-                has_shape = true;
                 break;
             default:
                 break;  // unknown fields are skipped, as protobuf does
@@ -185,7 +183,6 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
     } else {
         scan.shape = checked_shape(r, base, std::string(message) + ".shape", std::span(dims.data(), rank));
     }
-    (void)has_shape;
     return scan;
 }
 
