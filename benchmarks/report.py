@@ -94,8 +94,47 @@ def two_thread_table(label, rows):
     return out
 
 
+def summary_table(builds):
+    """One line per op and type: the smallest ratio over N in each build, for the rows that matter."""
+    out = ["### Summary: smallest ratio over N (one thread; 2^10 apart, and the median for syncblob)", ""]
+    head = "| op | type |"
+    cols = []
+    for label in builds:
+        cols += [(label, "syncblob", True), (label, "syncblob", False), (label, "syncblob-raw", None),
+                 (label, "syncblob-portable", None)]
+    cols += [(next(iter(builds)), "loop", None), (next(iter(builds)), "openblas", None)]
+    names = {True: " @2^10", False: " 2^12..2^26 min / median", None: " min"}
+    out.append(head + "".join(f" {label} {impl}{names[part]} |" for label, impl, part in cols))
+    out.append("|---|---|" + "---:|" * len(cols))
+    for op in OPS:
+        for typ in ("f32", "f64"):
+            cells = []
+            for label, impl, part in cols:
+                rows = builds[label]
+                ns = sizes(rows)
+                if part is True:
+                    ns = ns[:1]
+                elif part is False:
+                    ns = ns[2:]
+                rs = [r for r in (ratio(rows, op, typ, impl, "1t", n) for n in ns) if r is not None]
+                if not rs:
+                    cells.append("–")
+                elif part is False:  # the smallest, and the median (single dips are mostly shared noise)
+                    cells.append(f"{min(rs):.2f} / {sorted(rs)[len(rs) // 2]:.2f}")
+                else:
+                    cells.append(fmt(min(rs)))
+            out.append(f"| {op} | {typ} | " + " | ".join(cells) + " |")
+    return out
+
+
 def main():
     out = []
+    builds = {}
+    for arg in sys.argv[1:]:
+        label, path = arg.split("=", 1)
+        builds[label] = load(path)[1]
+    out += summary_table(builds)
+    out.append("")
     for arg in sys.argv[1:]:
         label, path = arg.split("=", 1)
         ctx, rows = load(path)

@@ -88,7 +88,7 @@ inline std::atomic<KernelPath>& requested_path() noexcept {
     return path;
 }
 inline std::atomic<std::int64_t>& parallel_threshold_value() noexcept {
-    static std::atomic<std::int64_t> value{std::int64_t{1} << 22};
+    static std::atomic<std::int64_t> value{std::int64_t{1} << 26};
     return value;
 }
 inline std::atomic<unsigned>& max_threads_value() noexcept {
@@ -142,8 +142,9 @@ private:
 /// Elements per reduction block (the fixed chunking that makes reductions deterministic).
 inline constexpr std::int64_t reduction_block = std::int64_t{1} << 16;
 
-/// Inputs of at least this many elements are split over `max_threads()` threads (default 2^22,
-/// measured on the project's machines: see docs/benchmarks.md).
+/// Inputs of at least this many elements are split over `max_threads()` threads. Default 2^26:
+/// on the project's shared two-core machines a second thread only broke even from there
+/// (docs/benchmarks.md); on an idle machine measure with the benchmark's "syncblob-forced" rows.
 [[nodiscard]] inline std::int64_t parallel_threshold() noexcept {
     return detail::parallel_threshold_value().load(std::memory_order_relaxed);
 }
