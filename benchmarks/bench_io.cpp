@@ -6,7 +6,7 @@
 //
 //   bench_io [--benchmark_filter=...]      files go to $SYNCBLOB_BENCH_DIR (default: the temp folder)
 //
-// Results are bytes per second; the "numpy/*" rows carry NumPy's own median time as manual time.
+// Results are bytes per second; the "numpy/*" rows carry the times NumPy measured itself.
 
 #include <benchmark/benchmark.h>
 
@@ -167,56 +167,52 @@ void BM_fread(benchmark::State& state) {
     state.SetBytesProcessed(state.iterations() * state.range(0));
 }
 
-// NumPy's median np.save (to a new file) and np.load times for the same array, measured once by
-// /usr/bin/python3 when the benchmarks start.
-struct NumpyTimes {
-    double save = 0;
-    double load = 0;
-    bool ok = false;
-};
-
-NumpyTimes numpy_times(std::int64_t bytes) {
-    const std::string script =
-        "import numpy as np, os, sys, time\n"
-        "n = int(sys.argv[1]) // 4; path = sys.argv[2]\n"
-        "a = (np.arange(n, dtype=np.float32) % 1000) * 0.5\n"
-        "saves, loads = [], []\n"
-        "for _ in range(7):\n"
-        "    if os.path.exists(path): os.remove(path)\n"
-        "    t = time.perf_counter(); np.save(path, a); saves.append(time.perf_counter() - t)\n"
-        "    t = time.perf_counter(); b = np.load(path); loads.append(time.perf_counter() - t)\n"
-        "    assert b.shape == a.shape\n"
-        "    del b\n"
-        "os.remove(path)\n"
-        "print(sorted(saves)[3], sorted(loads)[3])\n";
-    const fs::path script_file = bench_dir() / "numpy_times.py";
-    const fs::path out_file = bench_dir() / "numpy_times.txt";
-    {
-        std::FILE* f = std::fopen(script_file.c_str(), "w");
-        std::fputs(script.c_str(), f);
-        std::fclose(f);
-    }
-    const std::string cmd = "/usr/bin/python3 '" + script_file.string() + "' " + std::to_string(bytes) + " '" +
-                            (bench_dir() / "numpy.npy").string() + "' > '" + out_file.string() + "'";
-    NumpyTimes t;
+// One np.save (to a new file) or np.load of the same array, timed by /usr/bin/python3 itself:
+// a process per iteration, so NumPy is sampled over the same period as syncblob (the machine is
+// shared; a single early measurement would compare different moments).
+double numpy_seconds(bool save, std::int64_t bytes) {
+    static const fs::path script_file = [] {
+        const fs::path f = bench_dir() / "numpy_time.py";
+        std::FILE* out = std::fopen(f.c_str(), "w");
+        std::fputs(
+            "import numpy as np, os, sys, time\n"
+            "op, n, path = sys.argv[1], int(sys.argv[2]) // 4, sys.argv[3]\n"
+            "a = (np.arange(n, dtype=np.float32) % 1000) * 0.5\n"
+            "if os.path.exists(path): os.remove(path)\n"
+            "if op == 'load': np.save(path, a)\n"
+            "t = time.perf_counter()\n"
+            "if op == 'save': np.save(path, a)\n"
+            "else: b = np.load(path); assert b.shape == a.shape\n"
+            "print(time.perf_counter() - t)\n",
+            out);
+        std::fclose(out);
+        return f;
+    }();
+    const fs::path out_file = bench_dir() / "numpy_time.txt";
+    const std::string cmd = "/usr/bin/python3 '" + script_file.string() + "' " + (save ? "save " : "load ") +
+                            std::to_string(bytes) + " '" + (bench_dir() / "numpy.npy").string() + "' > '" +
+                            out_file.string() + "'";
+    double seconds = -1;
     if (std::system(cmd.c_str()) == 0) {
         std::FILE* f = std::fopen(out_file.c_str(), "r");
-        t.ok = f != nullptr && std::fscanf(f, "%lf %lf", &t.save, &t.load) == 2;
+        if (f == nullptr || std::fscanf(f, "%lf", &seconds) != 1) {
+            seconds = -1;
+        }
         if (f != nullptr) {
             std::fclose(f);
         }
     }
-    return t;
+    return seconds;
 }
 
 void BM_numpy(benchmark::State& state, bool save) {
-    static const NumpyTimes times = numpy_times(big_bytes);
-    if (!times.ok) {
-        state.SkipWithError("/usr/bin/python3 with NumPy is not available");
-        return;
-    }
     for (auto _ : state) {
-        state.SetIterationTime(save ? times.save : times.load);
+        const double seconds = numpy_seconds(save, state.range(0));
+        if (seconds < 0) {
+            state.SkipWithError("/usr/bin/python3 with NumPy is not available");
+            break;
+        }
+        state.SetIterationTime(seconds);
     }
     state.SetBytesProcessed(state.iterations() * state.range(0));
 }
@@ -226,11 +222,11 @@ void BM_numpy(benchmark::State& state, bool save) {
 BENCHMARK(BM_save_npy)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
 BENCHMARK(BM_save_safetensors)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
 BENCHMARK(BM_fwrite)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
-BENCHMARK_CAPTURE(BM_numpy, save, true)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK_CAPTURE(BM_numpy, save, true)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(4);
 BENCHMARK(BM_load_npy)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
 BENCHMARK(BM_load_safetensors_copy)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
 BENCHMARK(BM_fread)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2);
-BENCHMARK_CAPTURE(BM_numpy, load, false)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK_CAPTURE(BM_numpy, load, false)->Arg(big_bytes)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(4);
 BENCHMARK(BM_load_safetensors_map)
     ->Arg(std::int64_t{16} << 20)
     ->Arg(big_bytes)

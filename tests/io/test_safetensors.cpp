@@ -235,14 +235,15 @@ TEST_CASE("safetensors load some by name, conversion, shape rules and limits", "
                Contains("holds \"x\" of shape 16 16 (256), the blob has 256 (256)"));
     CHECK(fixed.host_data()[0] == 5.0);
 
-    CHECK_THAT(test::message_of<FormatError>(
-                   [&] { (void)io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 2047}).load<double>("x"); }),
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   (void)io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 2047}).load<double>("x");
+               }),
                Contains("tensor \"x\": loading needs 2048 bytes, more than the limit of 2047"));
-    CHECK_THAT(
-        test::message_of<FormatError>([&] {
-            (void)io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 2060, .convert = true}).load_all<double>();
-        }),
-        Contains("tensors: loading needs 2072 bytes, more than the limit of 2060"));
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   (void)io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 2060, .convert = true})
+                       .load_all<double>();
+               }),
+               Contains("tensors: loading needs 2072 bytes, more than the limit of 2060"));
 }
 
 TEST_CASE("safetensors writer rejects taken and reserved names", "[io][safetensors]") {
@@ -271,7 +272,8 @@ TEST_CASE("safetensors corpus of malformed files, each rejected with its message
     over[3] = '\x10';  // 268435456 > 100 MB
     const Case cases[] = {
         {"empty", "", "bad.safetensors: header length: expected an 8-byte header length, the input holds 0 bytes"},
-        {"truncated length", std::string("\x10\x00\x00", 3), "expected an 8-byte header length, the input holds 3 bytes (truncated)"},
+        {"truncated length", std::string("\x10\x00\x00", 3),
+         "expected an 8-byte header length, the input holds 3 bytes (truncated)"},
         {"huge header length", huge + "{}",
          "bad.safetensors: header length: 9151314442816847872 bytes exceed the limit of 100000000 (the format's 100 "
          "MB)"},
@@ -378,4 +380,29 @@ TEST_CASE("safetensors diff tensor that does not match its data", "[io][safetens
     CHECK_THAT(test::message_of<FormatError>([&] { f.load("w", blob); }),
                Contains("d.safetensors: tensor \"w.__diff__\": a diff must have the dtype and shape of \"w\""));
     CHECK_FALSE(blob.has_shape());
+}
+
+TEST_CASE("safetensors BOOL bytes other than 0 and 1 are read as true, copied rather than borrowed",
+          "[io][safetensors]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "b.safetensors";
+    spit(file, st_bytes("{\"b\":{\"dtype\":\"BOOL\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+                        std::string("\x00\x01\x07\xFF", 4)));
+    for (const auto mode : {io::LoadMode::copy, io::LoadMode::map}) {
+        const auto blob = io::SafetensorsFile::open(file, {}, mode).load<bool>("b");
+        CHECK_FALSE(blob.data_buffer()->host_borrowed());
+        const auto v = blob.host_data();
+        unsigned char raw[4];
+        std::memcpy(raw, v.data(), 4);
+        CHECK(raw[0] == 0);
+        CHECK(raw[1] == 1);
+        CHECK(raw[2] == 1);  // normalised, so reading it as bool is defined
+        CHECK(raw[3] == 1);
+    }
+    spit(file,
+         st_bytes("{\"b\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}}", std::string("\x01\x00", 2)));
+    const auto normal = io::SafetensorsFile::open(file, {}, io::LoadMode::map).load<bool>("b");
+    CHECK(normal.data_buffer()->host_borrowed());
+    CHECK(normal.host_data()[0]);
+    CHECK_FALSE(normal.host_data()[1]);
 }
