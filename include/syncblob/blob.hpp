@@ -328,9 +328,9 @@ public:
             if (count_ != 0) {
                 const auto bytes = static_cast<std::size_t>(count_) * sizeof(T);
                 if (copy_diff) {
-                    diff_->copy_from(*source.diff_buffer(), bytes);
+                    copy_into(*diff_, *source.diff_buffer(), bytes);
                 } else {
-                    data_->copy_from(*source.data_buffer(), bytes);
+                    copy_into(*data_, *source.data_buffer(), bytes);
                 }
             }
         } catch (...) {
@@ -438,12 +438,32 @@ private:
         auto data = make_buffer(bytes);
         auto diff = make_buffer(bytes);
         if (data_->head() != Head::uninitialized) {
-            data->copy_from(*data_, kept);
+            copy_into(*data, *data_, kept);
         }
         if (diff_->head() != Head::uninitialized) {
-            diff->copy_from(*diff_, kept);
+            copy_into(*diff, *diff_, kept);
         }
         install(std::move(data), std::move(diff));
+    }
+
+    // Copies the first `bytes` of `from` into `to`. When that leaves a tail of `to` (capacity past
+    // count) in a side never touched, the side is zero-filled first, as a first access would: a
+    // later reshape up to the capacity must read valid elements (any byte is not a valid bool).
+    template <class Buffer>
+    static void copy_into(buffer_type& to, const Buffer& from, std::size_t bytes) {
+        if (bytes < to.size() && to.head() == Head::uninitialized) {
+            const Head h = from.head();
+            if constexpr (std::same_as<typename Buffer::device_backend, device_backend> && device_backend::has_device) {
+                if (h == Head::at_device || h == Head::synced) {
+                    (void)to.mutable_device_data();
+                } else {
+                    (void)to.mutable_host_data();
+                }
+            } else {
+                (void)to.mutable_host_data();
+            }
+        }
+        to.copy_from(from, bytes);
     }
 
     void install(std::shared_ptr<buffer_type> data, std::shared_ptr<buffer_type> diff) noexcept {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <tuple>
@@ -40,6 +41,15 @@ struct with_allocator<std::tuple<Ts...>, A> {
 using HostOnlyCases = with_allocator<Elements, syncblob::HostOnly>::type;
 using SimulatedCases = with_allocator<Elements, syncblob::Simulated>::type;
 using AllCases = decltype(std::tuple_cat(HostOnlyCases{}, SimulatedCases{}));
+
+/// Every element type once, the allocators alternating: for behaviour the allocator does not change.
+using ZipCases =
+    std::tuple<Case<float, syncblob::HostOnly>, Case<double, syncblob::Simulated>, Case<half, syncblob::HostOnly>,
+               Case<bfloat16, syncblob::Simulated>, Case<std::int8_t, syncblob::HostOnly>,
+               Case<std::int16_t, syncblob::Simulated>, Case<std::int32_t, syncblob::HostOnly>,
+               Case<std::int64_t, syncblob::Simulated>, Case<std::uint8_t, syncblob::Simulated>,
+               Case<std::uint16_t, syncblob::HostOnly>, Case<std::uint32_t, syncblob::Simulated>,
+               Case<std::uint64_t, syncblob::HostOnly>, Case<bool, syncblob::Simulated>>;
 
 template <class A>
 inline constexpr bool has_device = A::device_backend::has_device;
@@ -105,14 +115,16 @@ void write_pattern(std::span<T> s, std::int64_t first = 0) {
 /// The count() leading elements of device memory, read through the backend without touching the blob's state.
 template <class T, class Backend>
 std::vector<double> device_values(const T* device, std::int64_t n) {
-    std::vector<T> host(static_cast<std::size_t>(n));
+    std::vector<unsigned char> raw(static_cast<std::size_t>(n) * sizeof(T));
     if (n != 0) {
-        Backend::copy(static_cast<void*>(host.data()), device, host.size() * sizeof(T),
-                      syncblob::CopyKind::device_to_host, typename Backend::stream_type{});
+        Backend::copy(raw.data(), device, raw.size(), syncblob::CopyKind::device_to_host,
+                      typename Backend::stream_type{});
     }
     std::vector<double> out;
-    for (std::size_t i = 0; i < host.size(); ++i) {
-        out.push_back(to_double(static_cast<T>(host[i])));
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+        T v{};
+        std::memcpy(&v, raw.data() + i * sizeof(T), sizeof(T));
+        out.push_back(to_double(v));
     }
     return out;
 }

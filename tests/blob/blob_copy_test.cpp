@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Blob: copy_from (where the source is fresh), share_data / share_diff, move-only, clone.
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <syncblob/blob.hpp>
+
+#include "blob_test_support.hpp"
+#include "checks.hpp"
+
+using namespace blob_test;
+using syncblob::Head;
+using syncblob::Shape;
+using syncblob::ShapeError;
+using syncblob::SimulatedDevice;
+
+namespace {
+// Checking mode: a side made stale is overwritten, so a copy through a stale side shows.
+SimulatedDevice::Settings checking() {
+    SimulatedDevice::Settings s;
+    s.checking = true;
+    return s;
+}
+
+template <class To, class From>
+concept can_copy_from = requires(To& to, const From& from) {
+    to.copy_from(from);
+};
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blob]", SimulatedCases) {
+    using B = typename TestType::blob;
+    using T = typename TestType::element;
+    const SimulatedDevice::Scope scope(checking());
+    Checks checks;
+    {  // a device-fresh source: device to device, no host transfer on either side
+        B src{2, 3};
+        write_pattern(src.mutable_host_data(), 0);
+        (void)src.mutable_device_data();
+        src.reset_stats();
+        B dst{2, 3};
+        write_pattern(dst.mutable_host_data(), 40);
+        dst.reset_stats();
+        dst.copy_from(src);
+        BLOB_EQ(dst.data_stats().device_to_device, 1);
+        BLOB_EQ(dst.data_stats().device_to_device_bytes, 6 * sizeof(T));
+        BLOB_EQ(dst.data_stats().transfers(), 0);
+        BLOB_EQ(dst.data_stats().host_to_host, 0);
+        BLOB_EQ(src.data_stats().transfers(), 0);
+        BLOB_EQ(dst.data_head(), Head::at_device);
+        BLOB_TRUE(no_activity(dst.diff_stats()));
+        BLOB_EQ((device_values<T, SimulatedDevice>(dst.device_data(), 6)), pattern<T>(6));
+        BLOB_EQ(values(dst.host_data()), pattern<T>(6));
+    }
+    {  // copy_diff: the diff only
+        B src{4};
+        write_pattern(src.mutable_host_diff(), 10);
+        (void)src.mutable_device_diff();
+        write_pattern(src.mutable_host_data(), 70);
+        B dst{4};
+        write_pattern(dst.mutable_host_data(), 30);
+        dst.reset_stats();
+        src.reset_stats();
+        dst.copy_from(src, true);
+        BLOB_EQ(dst.diff_stats().device_to_device, 1);
+        BLOB_EQ(dst.diff_stats().transfers(), 0);
+        BLOB_EQ(src.diff_stats().transfers(), 0);
+        BLOB_TRUE(no_activity(dst.data_stats()));
+        BLOB_TRUE(no_activity(src.data_stats()));
+        BLOB_EQ(values(dst.host_data()), pattern<T>(4, 30));
+        BLOB_EQ(values(dst.host_diff()), pattern<T>(4, 10));
+    }
+    {  // a host-fresh source: host to host, no device memory
+        B src{3};
+        write_pattern(src.mutable_host_data(), 5);
+        B dst{3};
+        dst.copy_from(src);
+        BLOB_EQ(dst.data_stats().host_to_host, 1);
+        BLOB_EQ(dst.data_stats().device_allocations, 0);
+        BLOB_EQ(dst.data_stats().transfers(), 0);
+        BLOB_EQ(values(dst.host_data()), pattern<T>(3, 5));
+    }
+    {  // a shape mismatch without reshape throws and leaves the target as it was; with reshape adopts it
+        B src{2, 3};
+        write_pattern(src.mutable_host_data(), 0);
+        B dst{3, 2};
+        write_pattern(dst.mutable_host_data(), 50);
+        const auto before = dst.data_stats();
+        BLOB_THROWS(ShapeError, dst.copy_from(src), "Blob::copy_from", "2 3 (6)", "3 2 (6)", "reshape");
+        BLOB_EQ(dst.shape(), (Shape{3, 2}));
+        BLOB_EQ(dst.capacity(), 6);
+        BLOB_EQ(dst.data_stats(), before);
+        BLOB_EQ(values(dst.host_data()), pattern<T>(6, 50));
+        B big{4, 4};
+        write_pattern(big.mutable_host_data(), 5);
+        (void)big.mutable_device_data();
+        dst.copy_from(big, false, true);
+        BLOB_EQ(dst.shape(), (Shape{4, 4}));
+        BLOB_EQ(dst.capacity(), 16);
+        BLOB_EQ(values(dst.host_data()), pattern<T>(16, 5));
+        const B none;
+        BLOB_THROWS(ShapeError, dst.copy_from(none), "(0)");
+        dst.copy_from(none, false, true);
+        BLOB_EQ(dst.has_shape(), false);
+    }
+    {  // from a HostOnly blob into a Simulated blob, and back
+        syncblob::Blob<T, syncblob::HostOnly> host{5};
+        write_pattern(host.mutable_host_data(), 0);
+        write_pattern(host.mutable_host_diff(), 20);
+        B sim{5};
+        sim.copy_from(host);
+        sim.copy_from(host, true);
+        BLOB_EQ(values(sim.host_data()), pattern<T>(5, 0));
+        BLOB_EQ(values(sim.host_diff()), pattern<T>(5, 20));
+        BLOB_EQ(sim.data_stats().device_allocations, 0);
+        write_pattern(sim.mutable_host_data(), 60);
+        (void)sim.mutable_device_data();  // fresh on the device only
+        host.copy_from(sim);
+        BLOB_EQ(values(host.host_data()), pattern<T>(5, 60));
+        syncblob::Blob<T, syncblob::HostOnly> adopted;
+        adopted.copy_from(sim, false, true);
+        BLOB_EQ(adopted.shape_string(), "5 (5)");
+        BLOB_EQ(values(adopted.host_data()), pattern<T>(5, 60));
+    }
+    verify(checks);
+}
+
+TEST_CASE("Blob copy_from needs the same element type", "[blob]") {
+    using F = syncblob::Blob<float, syncblob::Simulated>;
+    using D = syncblob::Blob<double, syncblob::Simulated>;
+    STATIC_REQUIRE(can_copy_from<F, F>);
+    STATIC_REQUIRE(can_copy_from<F, syncblob::Blob<float>>);
+    STATIC_REQUIRE_FALSE(can_copy_from<F, D>);
+}
+
+TEMPLATE_LIST_TEST_CASE("Blob share_data and share_diff", "[blob]", ZipCases) {
+    using B = typename TestType::blob;
+    using T = typename TestType::element;
+    Checks checks;
+    {  // the shared buffer outlives the blob it came from
+        B a{2, 3};
+        {
+            B other{3, 2};
+            write_pattern(other.mutable_host_data(), 0);
+            a.share_data(other);
+            BLOB_TRUE(a.data_buffer() == other.data_buffer());
+        }
+        BLOB_EQ(a.shape(), (Shape{2, 3}));  // sharing keeps the shape
+        BLOB_EQ(values(a.host_data()), pattern<T>(6));
+    }
+    {  // writes through one are visible in the other; data and diff are shared separately
+        B a{4};
+        B b{4};
+        a.share_data(b);
+        write_pattern(a.mutable_host_data(), 9);
+        BLOB_EQ(values(b.host_data()), pattern<T>(4, 9));
+        write_pattern(a.mutable_host_diff(), 1);
+        BLOB_EQ(values(b.host_diff()), std::vector<double>(4, 0.0));
+        a.share_diff(b);
+        write_pattern(b.mutable_host_diff(), 2);
+        BLOB_EQ(values(a.host_diff()), pattern<T>(4, 2));
+        a.reshape({8});  // growing gives a its own buffers
+        BLOB_TRUE(a.data_buffer() != b.data_buffer());
+        BLOB_EQ(values(b.host_data()), pattern<T>(4, 9));
+    }
+    {  // counts must match; a failed share changes nothing
+        B a{4};
+        B c{5};
+        const auto* own = a.data_buffer().get();
+        BLOB_THROWS(ShapeError, a.share_data(c), "Blob::share_data", "counts differ", "5 (5)", "4 (4)");
+        BLOB_THROWS(ShapeError, a.share_diff(c), "Blob::share_diff", "counts differ");
+        BLOB_TRUE(a.data_buffer().get() == own);
+        const B none;
+        BLOB_THROWS(ShapeError, a.share_data(none), "need a shape");
+    }
+    verify(checks);
+}
+
+TEMPLATE_LIST_TEST_CASE("Blob is move-only; clone is deep", "[blob]", AllCases) {
+    using B = typename TestType::blob;
+    using T = typename TestType::element;
+    STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<B>);
+    STATIC_REQUIRE_FALSE(std::is_copy_assignable_v<B>);
+    STATIC_REQUIRE(std::is_nothrow_move_constructible_v<B>);
+    STATIC_REQUIRE(std::is_nothrow_move_assignable_v<B>);
+    Checks checks;
+    B a{2, 2};
+    write_pattern(a.mutable_host_data(), 0);
+    write_pattern(a.mutable_host_diff(), 50);
+    const auto* memory = a.host_data().data();
+    B m = std::move(a);  // moves the buffers, copies nothing
+    BLOB_EQ(m.shape(), (Shape{2, 2}));
+    BLOB_TRUE(m.host_data().data() == memory);
+    BLOB_EQ(a.has_shape(), false);  // NOLINT(bugprone-use-after-move): moved-from blobs are empty
+    BLOB_EQ(a.count(), 0);
+    B n;
+    n = std::move(m);
+    BLOB_EQ(values(n.host_data()), pattern<T>(4));
+    swap(n, m);
+    BLOB_EQ(values(m.host_data()), pattern<T>(4));
+
+    B c = m.clone();
+    BLOB_EQ(c.shape(), m.shape());
+    BLOB_EQ(values(c.host_data()), pattern<T>(4));
+    BLOB_EQ(values(c.host_diff()), pattern<T>(4, 50));
+    BLOB_TRUE(c.host_data().data() != m.host_data().data());
+    write_pattern(c.mutable_host_data(), 80);
+    write_pattern(m.mutable_host_diff(), 90);
+    BLOB_EQ(values(m.host_data()), pattern<T>(4));
+    BLOB_EQ(values(c.host_diff()), pattern<T>(4, 50));
+    BLOB_EQ(B{}.clone().has_shape(), false);
+    if constexpr (has_device<typename TestType::allocator>) {  // a device-fresh blob clones device to device
+        (void)m.mutable_device_data();
+        const auto d = m.clone();
+        BLOB_EQ(d.data_stats().device_to_device, 1);
+        BLOB_EQ(d.data_stats().transfers(), 0);
+        BLOB_EQ((device_values<T, SimulatedDevice>(d.device_data(), 4)), pattern<T>(4));
+    }
+    verify(checks);
+}

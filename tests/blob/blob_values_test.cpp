@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Blob: fill, printing, device accessors of a host-only blob, bool blobs under checking mode.
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <syncblob/blob.hpp>
+
+#include "blob_test_support.hpp"
+#include "checks.hpp"
+
+using namespace blob_test;
+using syncblob::Blob;
+using syncblob::Head;
+using syncblob::NoDeviceError;
+using syncblob::Shape;
+using syncblob::SimulatedDevice;
+
+namespace {
+template <class B>
+std::string printed(const B& b) {
+    std::ostringstream os;
+    os << b;
+    return os.str();
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("Blob fill and fill_diff", "[blob]", ZipCases) {
+    using B = typename TestType::blob;
+    using T = typename TestType::element;
+    Checks checks;
+    B b{3, 2};
+    b.fill(make<T>(5));
+    BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
+    BLOB_EQ(values(b.host_diff()), std::vector<double>(6, 0.0));
+    b.fill_diff(make<T>(2));
+    BLOB_EQ(values(b.host_diff()), constant(6, make<T>(2)));
+    BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
+    if constexpr (has_device<typename TestType::allocator>) {  // fill overwrites: no copy from the device first
+        (void)b.mutable_device_data();
+        b.reset_stats();
+        b.fill(make<T>(7));
+        BLOB_EQ(b.data_stats().device_to_host, 0);
+        BLOB_EQ(b.data_head(), Head::at_host);
+        BLOB_EQ(values(b.host_data()), constant(6, make<T>(7)));
+    }
+    verify(checks);
+}
+
+TEMPLATE_LIST_TEST_CASE("Blob operator<< prints the shape and the values of small blobs", "[blob]", HostOnlyCases) {
+    using B = typename TestType::blob;
+    using T = typename TestType::element;
+    Checks checks;
+    const std::string name(expected_dtype<T>());
+    B b{2, 3};
+    write_pattern(b.mutable_host_data(), 0);
+    if constexpr (std::is_same_v<T, bool>) {
+        BLOB_EQ(printed(b), "Blob<BOOL>(2 3 (6)) [false, true, true, false, true, true]");
+    } else {
+        BLOB_EQ(printed(b), "Blob<" + name + ">(2 3 (6)) [1, 2, 3, 4, 5, 6]");
+    }
+    BLOB_EQ(printed(B{}), "Blob<" + name + ">((0))");
+    B big{65};
+    BLOB_EQ(printed(big), "Blob<" + name + ">(65 (65))");  // too big: shape only
+    big.reshape({64});
+    const auto text64 = printed(big);
+    BLOB_TRUE(text64.starts_with("Blob<" + name + ">(64 (64)) ["));  // small enough: values follow
+    BLOB_TRUE(text64.back() == ']');
+    verify(checks);
+}
+
+TEST_CASE("Blob operator<< prints 8-bit integers as numbers, bool as words, 16-bit floats as float", "[blob]") {
+    Blob<std::int8_t> i8{3};
+    i8.mutable_host_data()[0] = 65;
+    i8.mutable_host_data()[1] = -7;
+    CHECK(printed(i8) == "Blob<I8>(3 (3)) [65, -7, 0]");
+    Blob<std::uint8_t, syncblob::Simulated> u8{2};
+    u8.fill(200);
+    CHECK(printed(u8) == "Blob<U8>(2 (2)) [200, 200]");
+    Blob<bool> flags{2};
+    flags.mutable_host_data()[1] = true;
+    CHECK(printed(flags) == "Blob<BOOL>(2 (2)) [false, true]");
+    Blob<syncblob::half> h{2};
+    h.mutable_host_data()[0] = syncblob::half(1.5f);
+    h.mutable_host_data()[1] = syncblob::half(-0.25f);
+    CHECK(printed(h) == "Blob<F16>(2 (2)) [1.5, -0.25]");
+    Blob<syncblob::bfloat16> bf{1};
+    bf.fill(syncblob::bfloat16(-2.25f));
+    CHECK(printed(bf) == "Blob<BF16>(1 (1)) [-2.25]");
+    Blob<double> scalar{Shape{}};
+    scalar.fill(0.5);
+    CHECK(printed(scalar) == "Blob<F64>((1)) [0.5]");
+    Blob<std::int64_t> i64{1, 2};
+    i64.mutable_host_data()[1] = -9000000000LL;
+    CHECK(printed(i64) == "Blob<I64>(1 2 (2)) [0, -9000000000]");
+}
+
+TEMPLATE_LIST_TEST_CASE("Blob device accessors of a host-only blob throw NoDeviceError", "[blob]", HostOnlyCases) {
+    using B = typename TestType::blob;
+    Checks checks;
+    B b{3};
+    const B& cb = b;
+    BLOB_THROWS(NoDeviceError, cb.device_data(), "host-only");
+    BLOB_THROWS(NoDeviceError, b.mutable_device_data(), "host-only");
+    BLOB_THROWS(NoDeviceError, cb.device_diff(), "host-only");
+    BLOB_THROWS(NoDeviceError, b.mutable_device_diff(), "host-only");
+    B none;
+    const B& cnone = none;
+    BLOB_THROWS(NoDeviceError, cnone.device_data(), "host-only");
+    BLOB_THROWS(NoDeviceError, none.mutable_device_diff(), "host-only");
+    BLOB_EQ(b.data_head(), Head::uninitialized);  // the failed accesses changed nothing
+    BLOB_TRUE(no_activity(b.data_stats()));
+    verify(checks);
+}
+
+namespace {
+// The raw bytes at `p`, read without interpreting them as T (a poisoned bool must not be loaded as bool).
+std::vector<unsigned> raw_bytes(const void* p, std::size_t n) {
+    std::vector<unsigned char> bytes(n);
+    std::memcpy(bytes.data(), p, n);
+    return {bytes.begin(), bytes.end()};
+}
+
+// Fills a blob, makes each side stale in turn under checking mode, and returns the stale bytes seen.
+template <class T>
+std::vector<unsigned> stale_bytes(Blob<T, syncblob::Simulated>& b) {
+    const auto n = static_cast<std::size_t>(b.count()) * sizeof(T);
+    write_pattern(b.mutable_host_data(), 0);
+    const T* device = b.device_data();  // synced
+    (void)b.mutable_host_data();        // the device side is now stale and poisoned
+    auto seen = raw_bytes(device, n);   // SimulatedDevice memory is host-addressable
+    const T* host = b.host_data().data();
+    (void)b.mutable_device_data();  // the host side is now stale and poisoned
+    const auto host_seen = raw_bytes(host, n);
+    seen.insert(seen.end(), host_seen.begin(), host_seen.end());
+    return seen;
+}
+}  // namespace
+
+TEST_CASE("Blob<bool> under SimulatedDevice checking mode keeps valid bools on the stale side", "[blob]") {
+    SimulatedDevice::Settings settings;
+    settings.checking = true;
+    const SimulatedDevice::Scope scope(settings);
+
+    Blob<bool, syncblob::Simulated> flags{16};
+    for (unsigned byte : stale_bytes(flags)) {
+        REQUIRE(byte <= 1u);
+    }
+    CHECK(values(flags.host_data()) == pattern<bool>(16));  // the fresh data survived the round trip
+
+    // Buffers made later (growth, shrink_to_fit, clone) poison with a valid bool too.
+    flags.reshape({40});
+    flags.reshape({20});
+    flags.shrink_to_fit();
+    auto copy = flags.clone();
+    for (unsigned byte : stale_bytes(flags)) {
+        REQUIRE(byte <= 1u);
+    }
+    for (unsigned byte : stale_bytes(copy)) {
+        REQUIRE(byte <= 1u);
+    }
+
+    // The same sequence on bytes that may hold anything shows the poison: checking mode is on.
+    Blob<std::uint8_t, syncblob::Simulated> bytes{16};
+    const auto seen = stale_bytes(bytes);
+    CHECK(seen == std::vector<unsigned>(32, 0xFFu));
+}
