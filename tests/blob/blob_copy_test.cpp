@@ -179,7 +179,7 @@ TEMPLATE_LIST_TEST_CASE("Blob share_data and share_diff", "[blob]", ZipCases) {
     verify(checks);
 }
 
-TEMPLATE_LIST_TEST_CASE("Blob is move-only; clone is deep", "[blob]", AllCases) {
+TEMPLATE_LIST_TEST_CASE("Blob is move-only and clone is deep", "[blob]", AllCases) {
     using B = typename TestType::blob;
     using T = typename TestType::element;
     STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<B>);

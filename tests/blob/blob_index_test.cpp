@@ -19,7 +19,7 @@ using syncblob::IndexError;
 using syncblob::Shape;
 using syncblob::ShapeError;
 
-TEMPLATE_LIST_TEST_CASE("Blob offsets are checked; IndexError names axis, index and shape", "[blob]", ZipCases) {
+TEMPLATE_LIST_TEST_CASE("Blob offsets are checked and IndexError names axis, index and shape", "[blob]", ZipCases) {
     using B = typename TestType::blob;
     Checks checks;
     const B b{2, 3, 10};

@@ -196,7 +196,7 @@ TEST_CASE("without a usable driver every device call throws NoDeviceError with t
     syncblob::cuda::Device::deallocate(nullptr, 0);
 }
 
-TEST_CASE("a cuda::Allocator blob works on the host; its first device access throws NoDeviceError",
+TEST_CASE("a cuda::Allocator blob works on the host and its first device access throws NoDeviceError",
           "[cuda][blob][no-device]") {
     using GpuBlob = syncblob::Blob<float, syncblob::cuda::Allocator>;
     GpuBlob blob({2, 3});

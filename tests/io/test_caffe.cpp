@@ -91,7 +91,7 @@ TEST_CASE("protoc-made BlobProto with packed data loads with its shape and value
     CHECK(io::serialize_blob_proto(b) == bytes);
 }
 
-TEST_CASE("legacy num/channels/height/width give the shape; diff is read", "[io][caffe]") {
+TEST_CASE("legacy num/channels/height/width give the shape and diff is read", "[io][caffe]") {
     Blob<float> b;
     io::load_binaryproto(proto_dir / "legacy.pb", b);
     CHECK(b.shape() == Shape{1, 2, 1, 3});

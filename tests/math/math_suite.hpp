@@ -325,7 +325,7 @@ TEMPLATE_LIST_TEST_CASE("every math function matches a double reference on every
     math_suite::run_reference_checks<TestType>();
 }
 
-TEMPLATE_LIST_TEST_CASE("math on uninitialized data reads zeros without allocating; update throws", "[math]",
+TEMPLATE_LIST_TEST_CASE("math on uninitialized data reads zeros without allocating and update throws", "[math]",
                         MathSuiteAllocators) {
     using Backend = typename TestType::device_backend;
     if constexpr (Backend::has_device) {

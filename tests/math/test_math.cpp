@@ -47,7 +47,7 @@ TEST_CASE("kernel paths: portable is always supported and each supported path ca
     CHECK_THROWS_AS(syncblob::math::set_max_threads(0), syncblob::StateError);
 }
 
-TEST_CASE("reductions give the same bits on one thread and on two; element-wise results agree", "[math]") {
+TEST_CASE("reductions give the same bits on one thread and on two, and element-wise results agree", "[math]") {
     const ThreadingGuard guard;
     constexpr std::size_t n = 3 * 65536 + 123;  // several reduction blocks and a partial one
     const auto x = math_suite::make_values<float>(n, 21);
