@@ -290,17 +290,22 @@ public:
     /// Allocations and copies since construction or the last `reset_stats()`.
     [[nodiscard]] TransferStats stats() const {
         std::lock_guard lock(mutex_);
-        return stats_;
+        TransferStats s = stats_;
+        s.host_kernels = host_kernels_.load(std::memory_order_relaxed);
+        s.device_kernels = device_kernels_.load(std::memory_order_relaxed);
+        return s;
     }
     void reset_stats() {
         std::lock_guard lock(mutex_);
         stats_ = {};
+        host_kernels_.store(0, std::memory_order_relaxed);
+        device_kernels_.store(0, std::memory_order_relaxed);
     }
 
-    /// Records that a math kernel ran on the host (`on_device == false`) or the device.
-    void record_kernel(bool on_device) const {
-        std::lock_guard lock(mutex_);
-        ++(on_device ? stats_.device_kernels : stats_.host_kernels);
+    /// Records that a math kernel ran on the host (`on_device == false`) or the device. A relaxed
+    /// atomic increment, not the buffer's lock: math on small blobs calls it once per kernel.
+    void record_kernel(bool on_device) const noexcept {
+        (on_device ? device_kernels_ : host_kernels_).fetch_add(1, std::memory_order_relaxed);
     }
 
     /// The byte written over a stale side in checking mode (0xFF; element types with invalid
@@ -588,7 +593,9 @@ private:
     mutable bool pending_host_ = false;
     mutable bool pending_device_ = false;
     stream_type stream_{};
-    mutable TransferStats stats_{};
+    mutable TransferStats stats_{};  // kernel counts live in the two atomics below
+    mutable std::atomic<std::uint64_t> host_kernels_{0};
+    mutable std::atomic<std::uint64_t> device_kernels_{0};
     unsigned char poison_byte_ = 0xFF;
 };
 
