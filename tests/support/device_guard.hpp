@@ -92,10 +92,10 @@ void write_device(void* device_ptr, const void* host, std::size_t bytes) {
 }  // namespace syncblob_test
 
 /// Returns from the current test, reporting it skipped, when `Backend` has no usable device here.
-#define SYNCBLOB_REQUIRE_DEVICE(Backend)                                                            \
-    do {                                                                                            \
-        if (const auto syncblob_reason_ = ::syncblob_test::TestDevice<Backend>::unavailable()) {    \
-            std::cout << "skipped: " << *syncblob_reason_ << std::endl;                             \
-            return;                                                                                 \
-        }                                                                                           \
+#define SYNCBLOB_REQUIRE_DEVICE(Backend)                                                         \
+    do {                                                                                         \
+        if (const auto syncblob_reason_ = ::syncblob_test::TestDevice<Backend>::unavailable()) { \
+            std::cout << "skipped: " << *syncblob_reason_ << std::endl;                          \
+            return;                                                                              \
+        }                                                                                        \
     } while (false)
