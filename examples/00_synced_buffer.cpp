@@ -60,6 +60,7 @@ int main() {
     syncblob::TransferStats before{};
     show("(fresh data on the host)", buffer, before);
 
+    // [first-calls]
     // 1. The device side is stale, so reading it copies host to device. Both are fresh now.
     (void)buffer.device_data();
     show("1. device_data()", buffer, before);
@@ -69,6 +70,7 @@ int main() {
     // 3. Writing on the device needs no copy (the device is fresh), but the host becomes stale.
     (void)buffer.mutable_device_data();
     show("3. mutable_device_data()", buffer, before);
+    // [first-calls]
     // 4. Still at_device: no copy.
     (void)buffer.mutable_device_data();
     show("4. mutable_device_data()", buffer, before);

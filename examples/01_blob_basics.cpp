@@ -14,12 +14,14 @@ namespace sb = syncblob;
 int main() {
     // ---- 1. Shape -------------------------------------------------------------------------------
     // A blob is created from its extents. Nothing is allocated yet: memory appears on first access.
+    // [shape]
     sb::Blob<float> images{2, 3, 4, 5};
     std::cout << "shape: " << images.shape_string() << '\n';  // Caffe's format: extents, then (count)
     std::cout << "num_axes " << images.num_axes() << ", count " << images.count() << ", count(1) " << images.count(1)
               << ", count(1, 3) " << images.count(1, 3) << '\n';
     // Negative axes count from the end, as in NumPy.
     std::cout << "shape(-1) " << images.shape(-1) << ", shape(0) " << images.shape(0) << '\n';
+    // [shape]
 
     // Caffe's legacy 4-D accessors still work. Below 4 axes the missing ones read as 1...
     std::cout << "legacy n c h w: " << images.num() << ' ' << images.channels() << ' ' << images.height() << ' '
@@ -47,12 +49,14 @@ int main() {
     images.reshape({6});
     images.shrink_to_fit();  // give the spare room back
     std::cout << "after shrink_to_fit: " << images.shape_string() << ", capacity " << images.capacity() << '\n';
+    // [errors]
     // A bad shape throws ShapeError and leaves the blob as it was.
     try {
         images.reshape({3, -1});
     } catch (const sb::ShapeError& e) {
         std::cout << "ShapeError: " << e.what() << "; still " << images.shape_string() << '\n';
     }
+    // [errors]
 
     // ---- 3. Data and diff ---------------------------------------------------------------------------
     // Host accessors return std::span: mutable_host_data() to write, host_data() to read.
@@ -70,6 +74,7 @@ int main() {
     // Blob<float, Simulated> has a device made of host memory: everything a GPU blob does, copies
     // and all, runs here and is counted in data_stats(). (With the CUDA allocator the same code
     // moves real device memory.)
+    // [copies]
     sb::Blob<float, sb::Simulated> blob{4};
     auto step = [&blob](const char* what) {
         std::cout << what << "\n    head " << sb::head_name(blob.data_head()) << " | " << blob.data_stats() << '\n';
@@ -87,6 +92,7 @@ int main() {
     step("mutable_device_data(): the host copy is now stale");
     std::cout << "    first value read on the host: " << blob.host_data()[0] << '\n';
     step("host_data(): device -> host copy, both sides fresh");
+    // [copies]
 
     // ---- 5. copy_from and share_data ---------------------------------------------------------------
     // copy_from copies on the side where the source is fresh: here the source is fresh on both, so

@@ -22,6 +22,7 @@ int main() {
     const float learning_rate = 0.1f;
 
     const auto step = [&](int i) {
+        // [sgd-step]
         // Gradient of the mean squared error, written into the diff through an Eigen view.
         const auto weights = syncblob::data_vector(w);
         const Eigen::Vector4f residual = (weights(0) * x).array() + weights(1) - y.array();
@@ -32,6 +33,7 @@ int main() {
 
         syncblob::scale_diff(w, learning_rate);  // diff *= lr
         syncblob::update(w);                     // data -= diff, where the data is fresh
+        // [sgd-step]
         std::printf("step %d: loss %.4f, |grad|^2 %.4f\n", i, static_cast<double>(loss),
                     static_cast<double>(syncblob::sumsq_diff(w)) / (learning_rate * learning_rate));
     };

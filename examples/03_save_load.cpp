@@ -12,6 +12,7 @@
 using namespace syncblob;
 
 int main() {
+    // [npy]
     // One blob to a .npy file (np.load("mean.npy") reads it) and back.
     Blob<float> mean{2, 3};
     auto m = mean.mutable_host_data();
@@ -21,7 +22,9 @@ int main() {
     io::save_npy("mean.npy", mean);
     const auto loaded = io::load_npy<float>("mean.npy");
     std::cout << "npy: " << loaded << '\n';
+    // [npy]
 
+    // [safetensors]
     // Named blobs with their diffs and string metadata to one safetensors file.
     Blob<float> weight{4, 2};
     weight.fill(0.25f);
@@ -33,7 +36,9 @@ int main() {
     writer.add("steps", steps);
     writer.metadata()["format"] = "syncblob";
     writer.save("model.safetensors");
+    // [safetensors]
 
+    // [mapped]
     // Memory-mapped: the blob borrows the file's pages; nothing is allocated or copied.
     const auto file = io::SafetensorsFile::open("model.safetensors", {}, io::LoadMode::map);
     for (const auto& t : file.tensors()) {
@@ -47,7 +52,9 @@ int main() {
     fc.mutable_host_data()[0] = 2.0f;  // the first write copies: the file is never written
     std::cout << "after a write: host allocations = " << fc.data_stats().host_allocations
               << ", copies = " << fc.data_stats().host_to_host << '\n';
+    // [mapped]
 
+    // [convert]
     // Another element type needs an explicit conversion.
     Blob<double> wide;
     try {
@@ -57,6 +64,7 @@ int main() {
     }
     io::SafetensorsFile::open("model.safetensors", io::LoadOptions{.convert = true}).load("fc.weight", wide);
     std::cout << "converted: " << wide << '\n';
+    // [convert]
 
     std::filesystem::remove("mean.npy");
     std::filesystem::remove("model.safetensors");
