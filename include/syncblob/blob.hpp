@@ -224,20 +224,15 @@ public:
     [[nodiscard]] const T* device_diff() const { return device_view(diff_); }
     [[nodiscard]] T* mutable_device_diff() { return mutable_device_view(diff_); }
 
-    /// Host data about to be overwritten whole: no zero-fill, no copy from the device.
-    [[nodiscard]] std::span<T> mutable_host_data_for_overwrite() {
-        if (count_ == 0) {
-            return {};
-        }
-        return {static_cast<T*>(data_->mutable_host_data_for_overwrite()), static_cast<std::size_t>(count_)};
-    }
+    /// Host data about to be overwritten whole: no zero-fill, no copy from the device. (When the
+    /// capacity exceeds the count, the buffer's tail must stay valid, so this is `mutable_host_data()`.)
+    [[nodiscard]] std::span<T> mutable_host_data_for_overwrite() { return overwrite_host_view(data_); }
     /// Host diff about to be overwritten whole: no zero-fill, no copy from the device.
-    [[nodiscard]] std::span<T> mutable_host_diff_for_overwrite() {
-        if (count_ == 0) {
-            return {};
-        }
-        return {static_cast<T*>(diff_->mutable_host_data_for_overwrite()), static_cast<std::size_t>(count_)};
-    }
+    [[nodiscard]] std::span<T> mutable_host_diff_for_overwrite() { return overwrite_host_view(diff_); }
+    /// Device data about to be overwritten whole: no zero-fill, no copy from the host.
+    [[nodiscard]] T* mutable_device_data_for_overwrite() { return overwrite_device_view(data_); }
+    /// Device diff about to be overwritten whole: no zero-fill, no copy from the host.
+    [[nodiscard]] T* mutable_device_diff_for_overwrite() { return overwrite_device_view(diff_); }
 
     /// Checked read of one data element, one index per axis (synchronises data to the host).
     /// \throws IndexError
@@ -446,23 +441,11 @@ private:
         install(std::move(data), std::move(diff));
     }
 
-    // Copies the first `bytes` of `from` into `to`. When that leaves a tail of `to` (capacity past
-    // count) in a side never touched, the side is zero-filled first, as a first access would: a
-    // later reshape up to the capacity must read valid elements (any byte is not a valid bool).
+    // Copies the first `bytes` of `from` into `to`; SyncedBuffer::copy_from keeps the tail past
+    // them (capacity past count) valid, zeros in a side it allocates, so a later reshape up to the
+    // capacity reads valid elements (any byte is not a valid bool).
     template <class Buffer>
     static void copy_into(buffer_type& to, const Buffer& from, std::size_t bytes) {
-        if (bytes < to.size() && to.head() == Head::uninitialized) {
-            const Head h = from.head();
-            if constexpr (std::same_as<typename Buffer::device_backend, device_backend> && device_backend::has_device) {
-                if (h == Head::at_device || h == Head::synced) {
-                    (void)to.mutable_device_data();
-                } else {
-                    (void)to.mutable_host_data();
-                }
-            } else {
-                (void)to.mutable_host_data();
-            }
-        }
         to.copy_from(from, bytes);
     }
 
@@ -584,6 +567,27 @@ private:
             return nullptr;
         }
         return static_cast<T*>(b->mutable_device_data());
+    }
+
+    // The whole buffer is overwritten only when it holds exactly count() elements; otherwise the
+    // tail past count() must keep valid values (any byte is not a valid bool), so the ordinary
+    // mutable access, which zero-fills a new side and keeps an existing one, is used.
+    bool overwrites_whole(const std::shared_ptr<buffer_type>& b) const noexcept {
+        return b->size() == static_cast<std::size_t>(count_) * sizeof(T);
+    }
+    std::span<T> overwrite_host_view(const std::shared_ptr<buffer_type>& b) {
+        if (count_ == 0) {
+            return {};
+        }
+        void* p = overwrites_whole(b) ? b->mutable_host_data_for_overwrite() : b->mutable_host_data();
+        return {static_cast<T*>(p), static_cast<std::size_t>(count_)};
+    }
+    T* overwrite_device_view(const std::shared_ptr<buffer_type>& b) {
+        if (!b) {
+            require_device("Blob::mutable_device_data_for_overwrite");
+            return nullptr;
+        }
+        return static_cast<T*>(overwrites_whole(b) ? b->mutable_device_data_for_overwrite() : b->mutable_device_data());
     }
 
     static void print_value(std::ostream& os, T v) {

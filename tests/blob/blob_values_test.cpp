@@ -170,3 +170,59 @@ TEST_CASE("Blob<bool> under SimulatedDevice checking mode keeps valid bools on t
     const auto seen = stale_bytes(bytes);
     CHECK(seen == std::vector<unsigned>(32, 0xFFu));
 }
+
+TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but never leave an invalid tail", "[blob]") {
+    SECTION("device data: no host-to-device copy for bytes about to be overwritten") {
+        Blob<float, syncblob::Simulated> b{4};
+        b.fill(1.0f);
+        b.reset_stats();
+        float* d = b.mutable_device_data_for_overwrite();
+        REQUIRE(d != nullptr);
+        CHECK(b.data_head() == Head::at_device);
+        CHECK(b.data_stats().host_to_device == 0);
+        CHECK(b.data_stats().device_allocations == 1);
+        for (int i = 0; i < 4; ++i) {
+            d[i] = static_cast<float>(i);  // SimulatedDevice memory is host-addressable
+        }
+        CHECK(b.host_data()[3] == 3.0f);
+        (void)b.mutable_device_diff_for_overwrite();
+        CHECK(b.diff_head() == Head::at_device);
+        CHECK(b.diff_stats().host_to_device == 0);
+    }
+    SECTION("host data of a device-fresh blob: no device-to-host copy") {
+        Blob<float, syncblob::Simulated> b{4};
+        b.fill(2.0f);
+        (void)b.mutable_device_data();
+        b.reset_stats();
+        (void)b.mutable_host_data_for_overwrite();
+        CHECK(b.data_head() == Head::at_host);
+        CHECK(b.data_stats().device_to_host == 0);
+    }
+    SECTION("capacity past count: the tail stays valid (zeros) after a reshape up to the capacity") {
+        Blob<bool, syncblob::Simulated> b{8};
+        b.reshape({2});
+        auto host = b.mutable_host_data_for_overwrite();
+        host[0] = true;
+        host[1] = true;
+        b.reshape({8});
+        const auto all = b.host_data();
+        CHECK(all[1]);
+        for (std::size_t i = 2; i < all.size(); ++i) {
+            unsigned char byte = 0;
+            std::memcpy(&byte, &all[i], 1);
+            CHECK(byte == 0);
+        }
+        Blob<bool, syncblob::Simulated> d{8};
+        d.reshape({2});
+        (void)d.mutable_device_data_for_overwrite();
+        d.reshape({8});
+        unsigned char tail = 1;
+        std::memcpy(&tail, &d.host_data()[7], 1);
+        CHECK(tail == 0);
+    }
+    SECTION("a host-only blob has no device side") {
+        Blob<float> b{4};
+        CHECK_THROWS_AS(b.mutable_device_data_for_overwrite(), NoDeviceError);
+        CHECK_THROWS_WITH(b.mutable_device_diff_for_overwrite(), Catch::Contains("host-only"));
+    }
+}

@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -831,6 +832,41 @@ TEMPLATE_LIST_TEST_CASE("SyncedBuffer::copy_from rejects a size mismatch and cha
     // a prefix is fine
     target.copy_from(source, n);
     CHECK(device_bytes<Backend>(target.device_data()) == pattern(62, n));
+}
+
+TEMPLATE_LIST_TEST_CASE("SyncedBuffer::copy_from of a prefix keeps the rest of the target", "[memory][buffer][copy]",
+                        SuiteAllocators) {
+    using namespace syncblob_suite;
+    using Backend = typename TestType::device_backend;
+    SYNCBLOB_REQUIRE_DEVICE(Backend);
+    Buffer<TestType> source(n);
+    if constexpr (Backend::has_device) {
+        write_device(source, pattern(66));
+    } else {
+        write_host(source, pattern(66));
+    }
+    const Bytes prefix = pattern(66);
+    const auto with_prefix = [&prefix](Bytes rest) {
+        std::copy(prefix.begin(), prefix.begin() + n / 2, rest.begin());
+        return rest;
+    };
+
+    // a target fresh on the host: the copy runs where the source is fresh, and the tail survives
+    Buffer<TestType> target(n);
+    write_host(target, pattern(67));
+    target.copy_from(source, n / 2);
+    CHECK(host_bytes(target.host_data()) == with_prefix(pattern(67)));
+    if constexpr (Backend::has_device) {
+        CHECK(device_bytes<Backend>(target.device_data()) == with_prefix(pattern(67)));
+        // the stale device side was brought up to date first: one H->D copy, then D->D
+        CHECK(target.stats().host_to_device == 1);
+        CHECK(target.stats().device_to_device == 1);
+    }
+
+    // a new target: the tail is zeros, never uninitialized memory
+    Buffer<TestType> fresh(n);
+    fresh.copy_from(source, n / 2);
+    CHECK(host_bytes(fresh.host_data()) == with_prefix(zeros()));
 }
 
 // ---- the device-id check ---------------------------------------------------------------------------------

@@ -248,7 +248,9 @@ public:
     }
 
     /// Copies the first `bytes` fresh bytes of `source` into the start of this buffer, on the side
-    /// where the source is fresh (as above). The rest of this buffer is left unspecified.
+    /// where the source is fresh (as above). The rest of this buffer keeps its contents (zeros for
+    /// a side allocated by this call); to keep them, a partial copy onto a stale side first brings
+    /// that side up to date, a copy `stats()` counts.
     /// \throws ShapeError when `bytes` exceeds either size (nothing changes).
     template <HostAllocator H2, DeviceBackend D2>
     void copy_from(const SyncedBuffer<H2, D2>& source, std::size_t bytes) {
@@ -263,7 +265,7 @@ public:
         if constexpr (std::same_as<D2, Device> && Device::has_device) {
             if (h == Head::at_device || h == Head::synced) {
                 const void* src = source.device_data();
-                void* dst = mutable_device_data_for_overwrite();
+                void* dst = bytes == size_ ? mutable_device_data_for_overwrite() : mutable_device_data();
                 if (bytes != 0) {
                     Device::copy(dst, src, bytes, CopyKind::device_to_device, stream_);
                     std::lock_guard lock(mutex_);
@@ -274,7 +276,7 @@ public:
             }
         }
         const void* src = source.host_data();
-        void* dst = mutable_host_data_for_overwrite();
+        void* dst = bytes == size_ ? mutable_host_data_for_overwrite() : mutable_host_data();
         if (bytes != 0) {
             std::memcpy(dst, src, bytes);
             std::lock_guard lock(mutex_);
