@@ -3,10 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,23 @@ TEST_CASE("Shape rejects negative extents", "[core][shape]") {
     const std::vector<int> negative{4, 5, -7};
     CHECK_THROWS_AS(Shape(std::span<const int>(negative)), ShapeError);
     CHECK_THROWS_WITH(Shape(std::span<const int>(negative)), Catch::Contains("-7") && Catch::Contains("axis 2"));
+}
+
+TEST_CASE("Shape is made from any contiguous range of integers", "[core][shape]") {
+    const std::vector<int> ints{2, 3, 4};
+    CHECK(Shape(ints) == Shape{2, 3, 4});
+    const std::vector<std::int64_t> wide{5, 6};
+    CHECK(Shape(wide) == Shape{5, 6});
+    const std::array<std::uint32_t, 2> unsigned_extents{7, 8};
+    CHECK(Shape(unsigned_extents).count() == 56);
+    std::vector<int> mutable_ints{9};
+    CHECK(Shape(std::span<int>(mutable_ints)) == Shape{9});
+    CHECK(Shape(std::vector<int>{}).rank() == 0);
+    // the same checks as the other constructors
+    CHECK_THROWS_WITH(Shape(std::vector<int>{4, -2}), Catch::Contains("-2") && Catch::Contains("axis 1"));
+    CHECK_THROWS_WITH(Shape(std::vector<std::uint64_t>{1, std::numeric_limits<std::uint64_t>::max()}),
+                      Catch::Contains("does not fit") && Catch::Contains("axis 1"));
+    CHECK_THROWS_AS(Shape(std::vector<short>(33, 1)), ShapeError);
 }
 
 TEST_CASE("Shape checks the element count for int64 overflow", "[core][shape]") {

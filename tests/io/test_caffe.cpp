@@ -232,7 +232,8 @@ TEST_CASE("what syncblob writes, protoc decodes and encodes to the same bytes", 
         blobs.emplace_back(Shape{300, 0, 1});
         blobs.emplace_back(Shape{1});
         blobs.back().fill(3.0f);
-        const std::string bytes = io::serialize_blob_proto_vector(std::span<const Blob<float>>(blobs));
+        const std::string bytes = io::serialize_blob_proto_vector(blobs);
+        CHECK(bytes == io::serialize_blob_proto_vector(std::span<const Blob<float>>(blobs)));
         const std::string text = run_protoc("--decode", "BlobProtoVector", bytes);
         CHECK(text ==
               "blobs {\n  shape {\n    dim: 300\n    dim: 0\n    dim: 1\n  }\n}\n"
@@ -272,7 +273,7 @@ TEMPLATE_TEST_CASE("binaryproto files round-trip every rank, with and without di
     many.push_back(b.clone());
     many.emplace_back(Shape{2});
     many.back().fill(TestType{4});
-    io::save_blob_proto_vector(file, std::span<const Blob<TestType>>(many), with_diff);
+    io::save_blob_proto_vector(file, many, with_diff);
     const auto loaded = io::load_blob_proto_vector<TestType>(file);
     REQUIRE(loaded.size() == 2);
     CHECK(loaded[0].shape() == b.shape());

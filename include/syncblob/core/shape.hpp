@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <limits>
 #include <ostream>
+#include <ranges>
 #include <span>
 #include <string>
 #include <utility>
@@ -20,6 +21,13 @@
 #include "error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail {
+/// A contiguous, sized range of integers (not bools): what a `Shape` can be made from.
+template <class R>
+concept ExtentRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+    std::integral<std::ranges::range_value_t<R>> && !std::same_as<std::ranges::range_value_t<R>, bool>;
+}  // namespace detail
 
 /// The extents of an N-d array, N ≤ 32. Every constructed shape has non-negative
 /// extents whose product fits in `std::int64_t`; a rank-0 shape is a scalar (count 1).
@@ -37,7 +45,8 @@ public:
     /// \copydoc Shape(std::initializer_list<std::int64_t>)
     explicit Shape(std::span<const std::int64_t> extents) { assign(extents); }
 
-    /// From any contiguous range of integers (e.g. `std::vector<int>`).
+    /// From a span of integers of another type.
+    /// \throws ShapeError as above, and when an extent does not fit in `std::int64_t`.
     template <std::integral I>
     requires(!std::same_as<I, std::int64_t>) explicit Shape(std::span<const I> extents) {
         if (extents.size() > max_axes) {
@@ -53,6 +62,13 @@ public:
         }
         assign(std::span<const std::int64_t>(converted.data(), extents.size()));
     }
+
+    /// From any contiguous range of integers: `Shape(std::vector<int>{2, 3})`, `Shape(std::array{2, 3})`.
+    /// \throws ShapeError as above.
+    template <detail::ExtentRange R>
+    explicit Shape(const R& extents)
+        : Shape(
+              std::span<const std::ranges::range_value_t<R>>(std::ranges::data(extents), std::ranges::size(extents))) {}
 
     /// Number of axes.
     [[nodiscard]] constexpr std::size_t rank() const noexcept { return rank_; }

@@ -111,6 +111,12 @@ template <Element T, SyncedAllocator A>
     return out;
 }
 
+/// \copydoc serialize_blob_proto_vector
+template <Element T, SyncedAllocator A>
+[[nodiscard]] std::string serialize_blob_proto_vector(const std::vector<Blob<T, A>>& blobs, bool write_diff = false) {
+    return serialize_blob_proto_vector(std::span<const Blob<T, A>>(blobs), write_diff);
+}
+
 /// Reads the learned blobs of a serialized `NetParameter` (a `.caffemodel`): every layer of the
 /// new layout (`layer`, field 100: name 1, blobs 7) and of the V1 layout (`layers`, field 2: name 4,
 /// blobs 6) that has blobs, by layer name. Everything else in the net is skipped unread.
@@ -233,6 +239,13 @@ void save_blob_proto_vector(const std::filesystem::path& file, std::span<const B
             dc::write_blob_proto(w, blob, write_diff);
         }
     });
+}
+
+/// \copydoc save_blob_proto_vector
+template <Element T, SyncedAllocator A>
+void save_blob_proto_vector(const std::filesystem::path& file, const std::vector<Blob<T, A>>& blobs,
+                            bool write_diff = false, const SaveOptions& options = {}) {
+    save_blob_proto_vector(file, std::span<const Blob<T, A>>(blobs), write_diff, options);
 }
 
 /// Loads the learned blobs of a `.caffemodel` file by layer name (see `parse_caffemodel`).
