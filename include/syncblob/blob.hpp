@@ -234,6 +234,27 @@ public:
     /// Device diff about to be overwritten whole: no zero-fill, no copy from the host.
     [[nodiscard]] T* mutable_device_diff_for_overwrite() { return overwrite_device_view(diff_); }
 
+    /// Lends `data` (at least count() elements) to the blob as the host side of its data, as
+    /// Caffe's `set_cpu_data`: no copy, and the blob never frees it. `borrow` may carry a keep-alive
+    /// handle and mark the memory read-only (the first mutable access then copies it first). When
+    /// the capacity exceeds count(), the data gets a new buffer of exactly count() elements (the
+    /// diff keeps its own, and sharing through `share_data` ends); otherwise a blob sharing the
+    /// data buffer sees the lent memory too.
+    /// \throws ShapeError when `elements` < count() or `data` is null for a non-empty blob;
+    /// StateError on a blob without a shape. Nothing changes when it throws.
+    void set_host_data(T* data, std::size_t elements, Borrow borrow = {}) {
+        lend("Blob::set_host_data", false, data, elements, std::move(borrow));
+    }
+    /// Read-only lending of host memory: never written; the first mutable access copies it first.
+    void set_host_data(const T* data, std::size_t elements, std::shared_ptr<void> keep_alive = {}) {
+        lend("Blob::set_host_data", false, const_cast<T*>(data), elements, Borrow{std::move(keep_alive), true});
+    }
+    /// Lends device memory as the device side of the data, as Caffe's `set_gpu_data` (see
+    /// set_host_data). \throws NoDeviceError on a host-only blob, and as set_host_data.
+    void set_device_data(T* data, std::size_t elements, Borrow borrow = {}) {
+        lend("Blob::set_device_data", true, data, elements, std::move(borrow));
+    }
+
     /// Checked read of one data element, one index per axis (synchronises data to the host).
     /// \throws IndexError
     [[nodiscard]] T data_at(std::span<const std::int64_t> indices) const {
@@ -456,6 +477,35 @@ private:
         }
         data_ = std::move(data);
         diff_ = std::move(diff);
+    }
+
+    void lend(const char* op, bool device, T* data, std::size_t elements, Borrow borrow) {
+        if (device) {
+            require_device(op);
+        }
+        if (!has_shape_) {
+            throw StateError(std::string(op) + ": the blob has no shape (reshape it first)");
+        }
+        if (elements < static_cast<std::size_t>(count_)) {
+            throw ShapeError(std::string(op) + ": " + std::to_string(elements) + " elements lent, but the blob " +
+                             shape_.to_string() + " holds " + std::to_string(count_));
+        }
+        const std::size_t bytes = static_cast<std::size_t>(count_) * sizeof(T);
+        auto lend_to = [&](buffer_type& buffer) {
+            if (device) {
+                buffer.set_device_data(data, bytes, std::move(borrow));
+            } else {
+                buffer.set_host_data(data, bytes, std::move(borrow));
+            }
+        };
+        if (data_->size() == bytes) {
+            lend_to(*data_);
+            return;
+        }
+        auto fitted = make_buffer(bytes);  // lent to before it replaces the data, so a throw changes nothing
+        lend_to(*fitted);
+        retire(data_, retired_data_stats_);
+        data_ = std::move(fitted);
     }
 
     static void retire(const std::shared_ptr<buffer_type>& buffer, TransferStats& retired) noexcept {

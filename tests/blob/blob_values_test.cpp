@@ -226,3 +226,71 @@ TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but nev
         CHECK_THROWS_WITH(b.mutable_device_diff_for_overwrite(), Catch::Contains("host-only"));
     }
 }
+
+TEST_CASE("Blob set_host_data and set_device_data lend memory without copying, as Caffe's set_cpu_data", "[blob]") {
+    SECTION("read-write host memory: used in place, never freed") {
+        std::vector<float> mine{1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+        Blob<float, syncblob::Simulated> b{2, 3};
+        b.set_host_data(mine.data(), mine.size());
+        CHECK(b.host_data().data() == mine.data());
+        CHECK(b.data_stats().host_allocations == 0);
+        b.mutable_host_data()[0] = 10.0f;
+        CHECK(mine[0] == 10.0f);
+        CHECK(b.device_data() != nullptr);
+        CHECK(b.data_stats().host_to_device == 1);
+        CHECK(b.diff_head() == Head::uninitialized);  // the diff is untouched
+    }
+    SECTION("read-only host memory: the first write copies it") {
+        const std::vector<float> theirs(4, 7.0f);
+        Blob<float> b{4};
+        b.set_host_data(theirs.data(), theirs.size());
+        CHECK(b.host_data().data() == theirs.data());
+        b.mutable_host_data()[0] = 1.0f;
+        CHECK(theirs[0] == 7.0f);
+        CHECK(b.host_data()[0] == 1.0f);
+        CHECK(b.host_data()[3] == 7.0f);
+        CHECK(b.data_stats().host_to_host == 1);
+    }
+    SECTION("capacity past count: the data is refitted to count(), the diff keeps its contents") {
+        Blob<float> b{8};
+        b.fill_diff(0.5f);
+        b.reshape({3});
+        std::vector<float> mine(3, 2.0f);
+        b.set_host_data(mine.data(), mine.size());
+        CHECK(b.host_data().data() == mine.data());
+        CHECK(b.capacity() == 3);
+        CHECK(b.host_diff()[2] == 0.5f);
+        // growing again reallocates both buffers and no longer uses the lent memory
+        b.reshape({5});
+        CHECK(b.host_data().data() != mine.data());
+    }
+    SECTION("too few elements, no shape or no device: typed errors, nothing changes") {
+        std::vector<float> small(3, 1.0f);
+        Blob<float> b{2, 2};
+        b.fill(4.0f);
+        CHECK_THROWS_AS(b.set_host_data(small.data(), small.size()), syncblob::ShapeError);
+        CHECK_THROWS_WITH(b.set_host_data(small.data(), small.size()),
+                          Catch::Contains("set_host_data") && Catch::Contains("3 elements") && Catch::Contains("4"));
+        CHECK_THROWS_AS(b.set_host_data(static_cast<float*>(nullptr), 4), syncblob::ShapeError);
+        CHECK(b.host_data()[0] == 4.0f);
+        CHECK(b.host_data().data() != small.data());
+        Blob<float> shapeless;
+        CHECK_THROWS_AS(shapeless.set_host_data(small.data(), small.size()), syncblob::StateError);
+        CHECK_THROWS_AS(b.set_device_data(small.data(), small.size()), NoDeviceError);
+        Blob<float> empty{Shape{0}};
+        empty.set_host_data(static_cast<float*>(nullptr), 0);
+        CHECK(empty.count() == 0);
+    }
+    SECTION("device memory on the simulated device") {
+        Blob<float, syncblob::Simulated> source{4};
+        source.fill(3.0f);
+        float* device = source.mutable_device_data();  // device memory owned by another blob
+        Blob<float, syncblob::Simulated> b{4};
+        b.set_device_data(device, 4);
+        CHECK(b.device_data() == device);
+        CHECK(b.data_head() == Head::at_device);
+        CHECK(b.host_data()[2] == 3.0f);
+        CHECK(b.data_stats().device_to_host == 1);
+        CHECK(b.data_stats().device_allocations == 0);
+    }
+}
