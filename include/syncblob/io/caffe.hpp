@@ -111,7 +111,7 @@ template <Element T, SyncedAllocator A>
     return out;
 }
 
-/// \copydoc serialize_blob_proto_vector
+/// Serializes a vector of blobs as a `BlobProtoVector`.
 template <Element T, SyncedAllocator A>
 [[nodiscard]] std::string serialize_blob_proto_vector(const std::vector<Blob<T, A>>& blobs, bool write_diff = false) {
     return serialize_blob_proto_vector(std::span<const Blob<T, A>>(blobs), write_diff);
@@ -241,7 +241,7 @@ void save_blob_proto_vector(const std::filesystem::path& file, std::span<const B
     });
 }
 
-/// \copydoc save_blob_proto_vector
+/// Saves a vector of blobs as a `BlobProtoVector` file, atomically.
 template <Element T, SyncedAllocator A>
 void save_blob_proto_vector(const std::filesystem::path& file, const std::vector<Blob<T, A>>& blobs,
                             bool write_diff = false, const SaveOptions& options = {}) {
