@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <sstream>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
