@@ -225,7 +225,7 @@ public:
     [[nodiscard]] T* mutable_device_diff() { return mutable_device_view(diff_); }
 
     /// Host data about to be overwritten whole: no zero-fill, no copy from the device. (When the
-    /// capacity exceeds the count, the buffer's tail must stay valid, so this is `mutable_host_data()`.)
+    /// capacity exceeds the count, the tail past count() stays valid: see SyncedBuffer's overload.)
     [[nodiscard]] std::span<T> mutable_host_data_for_overwrite() { return overwrite_host_view(data_); }
     /// Host diff about to be overwritten whole: no zero-fill, no copy from the device.
     [[nodiscard]] std::span<T> mutable_host_diff_for_overwrite() { return overwrite_host_view(diff_); }
@@ -344,9 +344,9 @@ public:
             if (count_ != 0) {
                 const auto bytes = static_cast<std::size_t>(count_) * sizeof(T);
                 if (copy_diff) {
-                    copy_into(*diff_, *source.diff_buffer(), bytes);
+                    diff_->copy_from(*source.diff_buffer(), bytes);
                 } else {
-                    copy_into(*data_, *source.data_buffer(), bytes);
+                    data_->copy_from(*source.data_buffer(), bytes);
                 }
             }
         } catch (...) {
@@ -454,20 +454,12 @@ private:
         auto data = make_buffer(bytes);
         auto diff = make_buffer(bytes);
         if (data_->head() != Head::uninitialized) {
-            copy_into(*data, *data_, kept);
+            data->copy_from(*data_, kept);  // keeps the tail past `kept` valid
         }
         if (diff_->head() != Head::uninitialized) {
-            copy_into(*diff, *diff_, kept);
+            diff->copy_from(*diff_, kept);
         }
         install(std::move(data), std::move(diff));
-    }
-
-    // Copies the first `bytes` of `from` into `to`; SyncedBuffer::copy_from keeps the tail past
-    // them (capacity past count) valid, zeros in a side it allocates, so a later reshape up to the
-    // capacity reads valid elements (any byte is not a valid bool).
-    template <class Buffer>
-    static void copy_into(buffer_type& to, const Buffer& from, std::size_t bytes) {
-        to.copy_from(from, bytes);
     }
 
     void install(std::shared_ptr<buffer_type> data, std::shared_ptr<buffer_type> diff) noexcept {
@@ -619,17 +611,11 @@ private:
         return static_cast<T*>(b->mutable_device_data());
     }
 
-    // The whole buffer is overwritten only when it holds exactly count() elements; otherwise the
-    // tail past count() must keep valid values (any byte is not a valid bool), so the ordinary
-    // mutable access, which zero-fills a new side and keeps an existing one, is used.
-    bool overwrites_whole(const std::shared_ptr<buffer_type>& b) const noexcept {
-        return b->size() == static_cast<std::size_t>(count_) * sizeof(T);
-    }
     std::span<T> overwrite_host_view(const std::shared_ptr<buffer_type>& b) {
         if (count_ == 0) {
             return {};
         }
-        void* p = overwrites_whole(b) ? b->mutable_host_data_for_overwrite() : b->mutable_host_data();
+        void* p = b->mutable_host_data_for_overwrite(static_cast<std::size_t>(count_) * sizeof(T));
         return {static_cast<T*>(p), static_cast<std::size_t>(count_)};
     }
     T* overwrite_device_view(const std::shared_ptr<buffer_type>& b) {
@@ -637,7 +623,7 @@ private:
             require_device("Blob::mutable_device_data_for_overwrite");
             return nullptr;
         }
-        return static_cast<T*>(overwrites_whole(b) ? b->mutable_device_data_for_overwrite() : b->mutable_device_data());
+        return static_cast<T*>(b->mutable_device_data_for_overwrite(static_cast<std::size_t>(count_) * sizeof(T)));
     }
 
     static void print_value(std::ostream& os, T v) {

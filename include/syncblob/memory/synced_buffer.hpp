@@ -117,6 +117,11 @@ public:
     [[nodiscard]] void* mutable_host_data_for_overwrite() {
         return access("SyncedBuffer::mutable_host_data_for_overwrite", Access::host_overwrite);
     }
+    /// The first `bytes` host bytes are about to be overwritten: the whole buffer as above; a prefix
+    /// through `mutable_host_data()`, so the rest keeps valid contents (zeros when new).
+    [[nodiscard]] void* mutable_host_data_for_overwrite(std::size_t bytes) {
+        return bytes >= size_ ? mutable_host_data_for_overwrite() : mutable_host_data();
+    }
 
     /// Fresh device bytes for reading (allocates and zero-fills on first access, copies H→D when stale).
     [[nodiscard]] const void* device_data() const {
@@ -138,6 +143,10 @@ public:
     /// Device bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
     [[nodiscard]] void* mutable_device_data_for_overwrite() {
         return access("SyncedBuffer::mutable_device_data_for_overwrite", Access::device_overwrite);
+    }
+    /// The first `bytes` device bytes are about to be overwritten (see the host overload).
+    [[nodiscard]] void* mutable_device_data_for_overwrite(std::size_t bytes) {
+        return bytes >= size_ ? mutable_device_data_for_overwrite() : mutable_device_data();
     }
 
     /// Uses `data` (at least `bytes` ≥ size() bytes) as the host side, without copying; it is never
@@ -265,7 +274,7 @@ public:
         if constexpr (std::same_as<D2, Device> && Device::has_device) {
             if (h == Head::at_device || h == Head::synced) {
                 const void* src = source.device_data();
-                void* dst = bytes == size_ ? mutable_device_data_for_overwrite() : mutable_device_data();
+                void* dst = mutable_device_data_for_overwrite(bytes);
                 if (bytes != 0) {
                     Device::copy(dst, src, bytes, CopyKind::device_to_device, stream_);
                     std::lock_guard lock(mutex_);
@@ -276,7 +285,7 @@ public:
             }
         }
         const void* src = source.host_data();
-        void* dst = bytes == size_ ? mutable_host_data_for_overwrite() : mutable_host_data();
+        void* dst = mutable_host_data_for_overwrite(bytes);
         if (bytes != 0) {
             std::memcpy(dst, src, bytes);
             std::lock_guard lock(mutex_);
