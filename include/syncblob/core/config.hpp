@@ -26,6 +26,16 @@
 #define SYNCBLOB_HOST_DEVICE
 #endif
 
+/// Keeps a rarely taken slow path (locking, allocating, copying) out of the inlined fast path of
+/// an accessor, so the fast path stays a few instructions without a stack frame.
+#if defined(__GNUC__) || defined(__clang__)
+#define SYNCBLOB_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define SYNCBLOB_NOINLINE __declspec(noinline)
+#else
+#define SYNCBLOB_NOINLINE
+#endif
+
 #if defined(__CUDACC__)
 #define SYNCBLOB_NVCC 1
 #else

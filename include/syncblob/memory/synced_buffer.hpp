@@ -313,10 +313,14 @@ public:
         device_kernels_.store(0, std::memory_order_relaxed);
     }
 
-    /// Records that a math kernel ran on the host (`on_device == false`) or the device. A relaxed
-    /// atomic increment, not the buffer's lock: math on small blobs calls it once per kernel.
+    /// Records that a math kernel ran on the host (`on_device == false`) or the device. Neither the
+    /// buffer's lock nor an atomic increment: a locked read-modify-write drains the store buffer and
+    /// cost as much as the whole kernel on a blob of 1024 floats, so the count is a relaxed load and
+    /// store. Math calls racing on one buffer from several threads may therefore count fewer kernels
+    /// than ran; allocations and copies are counted under the lock, exactly.
     void record_kernel(bool on_device) const noexcept {
-        (on_device ? device_kernels_ : host_kernels_).fetch_add(1, std::memory_order_relaxed);
+        auto& count = on_device ? device_kernels_ : host_kernels_;
+        count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
 
     /// The byte written over a stale side in checking mode (0xFF; element types with invalid
@@ -355,7 +359,7 @@ private:
     // head is unchanged (allocation happens before the head moves). The stale side is poisoned
     // only after the new head is published, so a failing poison cannot leave a fresh side garbled
     // under a head that still names it fresh.
-    void* access(std::string_view op, Access a) const {
+    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const {
         const bool to_host = a == Access::host_read || a == Access::host_write || a == Access::host_overwrite;
         if (!to_host) {
             require_device(op);

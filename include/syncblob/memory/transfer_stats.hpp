@@ -23,8 +23,10 @@ struct TransferStats {
     std::uint64_t device_to_device_bytes = 0;  ///< bytes copied D→D
     std::uint64_t host_to_host = 0;            ///< H→H copies (copy on write, copy_from on the host)
     std::uint64_t host_to_host_bytes = 0;      ///< bytes copied H→H
-    std::uint64_t host_kernels = 0;            ///< math kernels run on the host side (recorded by the math layer)
-    std::uint64_t device_kernels = 0;          ///< math kernels run on the device side (recorded by the math layer)
+    /// Math kernels run on the host side (recorded by the math layer; without a lock, so math racing
+    /// on one buffer from several threads may be undercounted).
+    std::uint64_t host_kernels = 0;
+    std::uint64_t device_kernels = 0;  ///< math kernels run on the device side (as host_kernels)
 
     /// Copies between host and device, both directions.
     [[nodiscard]] constexpr std::uint64_t transfers() const noexcept { return host_to_device + device_to_host; }
