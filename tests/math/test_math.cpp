@@ -37,6 +37,11 @@ TEST_CASE("kernel paths: portable is always supported and each supported path ca
         CHECK(syncblob::math::active_kernel_path() == p);
     }
     CHECK(syncblob::math::kernel_path() == KernelPath::automatic);
+    CHECK(syncblob::math::active_kernel_path() == paths.back());  // the scope's end resolves automatic again
+    syncblob::math::set_kernel_path(KernelPath::portable);
+    CHECK(syncblob::math::active_kernel_path() == KernelPath::portable);
+    syncblob::math::set_kernel_path(KernelPath::automatic);
+    CHECK(syncblob::math::active_kernel_path() == paths.back());
     for (const auto p : {KernelPath::avx2, KernelPath::avx512}) {
         if (!syncblob::math::kernel_path_supported(p)) {
             CHECK_THROWS_AS(syncblob::math::set_kernel_path(p), syncblob::StateError);

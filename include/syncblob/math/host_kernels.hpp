@@ -101,6 +101,26 @@ inline KernelPath best_path() noexcept {
                                                                              : KernelPath::portable;
     return best;
 }
+inline KernelPath resolve(KernelPath p) noexcept {
+    return p == KernelPath::automatic ? best_path() : p;
+}
+// The path the kernels run on, `automatic` resolved: what a kernel call reads (one relaxed load).
+// It holds `automatic` only until the first kernel call or set_kernel_path resolves it.
+inline std::atomic<KernelPath>& resolved_path() noexcept {
+    static std::atomic<KernelPath> path{KernelPath::automatic};
+    return path;
+}
+inline void request_path(KernelPath p) noexcept {
+    requested_path().store(p, std::memory_order_relaxed);
+    resolved_path().store(resolve(p), std::memory_order_relaxed);
+}
+// First kernel call: resolves the requested path, unless a concurrent set_kernel_path already did.
+SYNCBLOB_NOINLINE inline KernelPath resolve_path() noexcept {
+    KernelPath unresolved = KernelPath::automatic;
+    resolved_path().compare_exchange_strong(unresolved, resolve(requested_path().load(std::memory_order_relaxed)),
+                                            std::memory_order_relaxed);
+    return resolved_path().load(std::memory_order_relaxed);
+}
 }  // namespace detail
 
 /// Forces the host kernels onto one path (process-wide), or back to `automatic`.
@@ -112,7 +132,7 @@ inline void set_kernel_path(KernelPath p) {
                          (kernel_path_supported(KernelPath::avx2) ? ", avx2" : "") +
                          (kernel_path_supported(KernelPath::avx512) ? ", avx512" : "") + ")");
     }
-    detail::requested_path().store(p, std::memory_order_relaxed);
+    detail::request_path(p);
 }
 
 /// The path set with `set_kernel_path` (`automatic` unless forced).
@@ -122,8 +142,8 @@ inline void set_kernel_path(KernelPath p) {
 
 /// The concrete path the kernels run on now (`automatic` resolved).
 [[nodiscard]] inline KernelPath active_kernel_path() noexcept {
-    const KernelPath p = kernel_path();
-    return p == KernelPath::automatic ? detail::best_path() : p;
+    const KernelPath p = detail::resolved_path().load(std::memory_order_relaxed);
+    return p != KernelPath::automatic ? p : detail::resolve_path();
 }
 
 /// Restores the previous kernel path when it goes out of scope.
@@ -131,7 +151,7 @@ class ScopedKernelPath {
 public:
     /// \throws StateError when `p` is not supported.
     explicit ScopedKernelPath(KernelPath p) : previous_(kernel_path()) { set_kernel_path(p); }
-    ~ScopedKernelPath() { detail::requested_path().store(previous_, std::memory_order_relaxed); }
+    ~ScopedKernelPath() { detail::request_path(previous_); }
     ScopedKernelPath(const ScopedKernelPath&) = delete;
     ScopedKernelPath& operator=(const ScopedKernelPath&) = delete;
 
@@ -213,9 +233,10 @@ void run_blocks(std::int64_t blocks, unsigned threads, const Body& body) {
 }
 
 // Reduces [0, n) block by block: block(first, count) returns the block's sum; block sums are added
-// in order whatever the thread count.
+// in order whatever the thread count. Out of line (as for_blocks): it runs only for more than one
+// block, where a call costs microseconds, and inlined it would give every small call a stack frame.
 template <class Acc, class Block>
-Acc reduce_blocks(std::int64_t n, const Block& block) {
+SYNCBLOB_NOINLINE Acc reduce_blocks(std::int64_t n, const Block& block) {
     const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
     const auto one = [&](std::int64_t b) {
         const std::int64_t first = b * reduction_block;
@@ -243,7 +264,7 @@ Acc reduce_blocks(std::int64_t n, const Block& block) {
 
 // Applies body(first, count) to [0, n), split over threads for large n.
 template <class Body>
-void for_blocks(std::int64_t n, const Body& body) {
+SYNCBLOB_NOINLINE void for_blocks(std::int64_t n, const Body& body) {
     const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
     const unsigned threads = threads_for(n, blocks);
     if (threads <= 1) {
@@ -258,7 +279,8 @@ void for_blocks(std::int64_t n, const Body& body) {
 
 }  // namespace detail
 
-// The dispatch: one relaxed load and a switch per call.
+// The dispatch: one relaxed load, a switch and a jump into the kernel (the portable kernels are
+// reached through detail::fallback, out of line, so the dispatcher needs no stack frame).
 #define SYNCBLOB_MATH_DISPATCH(call)       \
     switch (active_kernel_path()) {        \
         case KernelPath::avx512:           \
@@ -266,7 +288,7 @@ void for_blocks(std::int64_t n, const Body& body) {
         case KernelPath::avx2:             \
             return detail::avx2::call;     \
         default:                           \
-            return detail::portable::call; \
+            return detail::fallback::call; \
     }
 
 namespace detail {
@@ -297,6 +319,9 @@ void scale_block(T* x, accumulator_t<T> alpha, std::int64_t n) {
 /// Σ|x[i]| over host memory (any alignment), in `accumulator_t<T>`.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> asum(const T* x, std::int64_t n) {
+    if (n <= reduction_block) {  // one block: straight to the kernel
+        return detail::asum_block(x, n);
+    }
     return detail::reduce_blocks<accumulator_t<T>>(
         n, [x](std::int64_t first, std::int64_t count) { return detail::asum_block(x + first, count); });
 }
@@ -304,6 +329,9 @@ template <FloatingElement T>
 /// Σx[i]² over host memory.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> sumsq(const T* x, std::int64_t n) {
+    if (n <= reduction_block) {  // one block: straight to the kernel
+        return detail::sumsq_block(x, n);
+    }
     return detail::reduce_blocks<accumulator_t<T>>(
         n, [x](std::int64_t first, std::int64_t count) { return detail::sumsq_block(x + first, count); });
 }
@@ -311,6 +339,9 @@ template <FloatingElement T>
 /// Σx[i]·y[i] over host memory.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> dot(const T* x, const T* y, std::int64_t n) {
+    if (n <= reduction_block) {  // one block: straight to the kernel
+        return detail::dot_block(x, y, n);
+    }
     return detail::reduce_blocks<accumulator_t<T>>(
         n, [x, y](std::int64_t first, std::int64_t count) { return detail::dot_block(x + first, y + first, count); });
 }
@@ -318,6 +349,10 @@ template <FloatingElement T>
 /// y[i] -= x[i] over host memory (computed in `accumulator_t<T>`, rounded once to T).
 template <FloatingElement T>
 void sub(T* y, const T* x, std::int64_t n) {
+    if (n <= reduction_block) {
+        detail::sub_block(y, x, n);
+        return;
+    }
     detail::for_blocks(
         n, [y, x](std::int64_t first, std::int64_t count) { detail::sub_block(y + first, x + first, count); });
 }
@@ -325,6 +360,10 @@ void sub(T* y, const T* x, std::int64_t n) {
 /// x[i] *= alpha over host memory (computed in `accumulator_t<T>`, rounded once to T).
 template <FloatingElement T>
 void scale(T* x, accumulator_t<T> alpha, std::int64_t n) {
+    if (n <= reduction_block) {
+        detail::scale_block(x, alpha, n);
+        return;
+    }
     detail::for_blocks(
         n, [x, alpha](std::int64_t first, std::int64_t count) { detail::scale_block(x + first, alpha, count); });
 }

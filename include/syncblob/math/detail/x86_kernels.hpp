@@ -63,6 +63,7 @@ inline bool cpu_has_avx512() noexcept {
 namespace avx2 {
 
 #define SYNCBLOB_SIMD_FN __attribute__((target("avx2,fma,f16c"))) inline
+#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx2,fma,f16c"), aligned(64))) inline
 #define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx2,fma,f16c")))
 
 template <class T>
@@ -147,6 +148,7 @@ struct Simd<double> {
 #include "simd_kernels.inc"
 
 #undef SYNCBLOB_SIMD_FN
+#undef SYNCBLOB_SIMD_ENTRY
 #undef SYNCBLOB_SIMD_LAMBDA
 }  // namespace avx2
 
@@ -154,23 +156,11 @@ struct Simd<double> {
 namespace avx512 {
 
 #define SYNCBLOB_SIMD_FN __attribute__((target("avx512f"))) inline
+#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx512f"), aligned(64))) inline
 #define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx512f")))
 
-// Lanes summed as a fixed tree. (GCC 12's _mm512_reduce_add_* and the unmasked conversions read
-// _mm512_undefined_*(), which -Wuninitialized flags in sanitizer builds, so the masked forms are used.)
-template <class F, std::size_t N>
-SYNCBLOB_SIMD_FN F pairwise_sum(const F (&lanes)[N]) {
-    F t[N / 2];
-    for (std::size_t i = 0; i < N / 2; ++i) {
-        t[i] = lanes[i] + lanes[i + N / 2];
-    }
-    for (std::size_t width = N / 4; width >= 1; width /= 2) {
-        for (std::size_t i = 0; i < width; ++i) {
-            t[i] += t[i + width];
-        }
-    }
-    return t[0];
-}
+// GCC 12's _mm512_reduce_add_*, _mm512_cast*512_*256 and the unmasked conversions read
+// _mm512_undefined_*(), which -Wuninitialized flags in sanitizer builds, so the masked forms are used.
 
 template <class T>
 struct Simd;
@@ -185,10 +175,16 @@ struct SimdF32Ops {
     SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
     SYNCBLOB_SIMD_FN static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
     SYNCBLOB_SIMD_FN static vec abs(vec a) { return _mm512_abs_ps(a); }
+    // A fixed tree in registers: lane i plus lane i + 8, then i + 4, i + 2, i + 1.
     SYNCBLOB_SIMD_FN static float hsum(vec a) {
-        alignas(64) float lanes[16];
-        _mm512_store_ps(lanes, a);
-        return pairwise_sum(lanes);
+        const __m512d bits = _mm512_castps_pd(a);
+        const __m256 low = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, bits, 0));
+        const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, bits, 1));
+        const __m256 s8 = _mm256_add_ps(low, high);
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
     }
 };
 
@@ -243,23 +239,53 @@ struct Simd<double> {
     SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return _mm512_mul_pd(a, b); }
     SYNCBLOB_SIMD_FN static vec fmadd(vec a, vec b, vec c) { return _mm512_fmadd_pd(a, b, c); }
     SYNCBLOB_SIMD_FN static vec abs(vec a) { return _mm512_abs_pd(a); }
+    // Lane i plus lane i + 4, then i + 2, i + 1.
     SYNCBLOB_SIMD_FN static double hsum(vec a) {
-        alignas(64) double lanes[8];
-        _mm512_store_pd(lanes, a);
-        return pairwise_sum(lanes);
+        const __m256d s4 =
+            _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, a, 0), _mm512_maskz_extractf64x4_pd(0xF, a, 1));
+        __m128d s = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+        s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+        return _mm_cvtsd_f64(s);
     }
 };
 
 #include "simd_kernels.inc"
 
 #undef SYNCBLOB_SIMD_FN
+#undef SYNCBLOB_SIMD_ENTRY
 #undef SYNCBLOB_SIMD_LAMBDA
 }  // namespace avx512
+
+// The portable kernels as the dispatch's fallback, out of line: inlined, Eigen's code would give the
+// dispatcher a stack frame that every call, whatever its path, sets up and tears down.
+namespace fallback {
+template <FloatingElement T>
+SYNCBLOB_NOINLINE accumulator_t<T> asum(const T* x, std::int64_t n) {
+    return portable::asum(x, n);
+}
+template <FloatingElement T>
+SYNCBLOB_NOINLINE accumulator_t<T> sumsq(const T* x, std::int64_t n) {
+    return portable::sumsq(x, n);
+}
+template <FloatingElement T>
+SYNCBLOB_NOINLINE accumulator_t<T> dot(const T* x, const T* y, std::int64_t n) {
+    return portable::dot(x, y, n);
+}
+template <FloatingElement T>
+SYNCBLOB_NOINLINE void sub(T* y, const T* x, std::int64_t n) {
+    portable::sub(y, x, n);
+}
+template <FloatingElement T>
+SYNCBLOB_NOINLINE void scale(T* x, accumulator_t<T> alpha, std::int64_t n) {
+    portable::scale(x, alpha, n);
+}
+}  // namespace fallback
 
 #else  // no run-time dispatch: the portable kernels stand in (never chosen: the checks say no)
 
 namespace avx2 = portable;
 namespace avx512 = portable;
+namespace fallback = portable;
 
 #endif
 
