@@ -4,17 +4,21 @@
 // For every op (asum, sumsq, dot, update, scale), element type (float, double) and size
 // N = 2^10 .. 2^26 it times: syncblob's blob-level function (what users call; automatic kernel
 // path), the raw-pointer kernel (syncblob::math::*), the portable Eigen path forced, a plain loop
-// compiled with this build's flags, and OpenBLAS (cblas_*) when it was found — and, next to them,
-// the bandwidth probe of the same access pattern (bandwidth.cpp, always -march=native). Benchmarks
-// are registered size by size, so a kernel and its baseline run moments apart. Two-thread rows
-// (N >= 2^18) measure the threading threshold against a two-thread probe. scripts/run-benchmarks
-// turns the JSON into ratios.
+// compiled with this build's flags, and OpenBLAS (cblas_*) when it was found, each against the
+// bandwidth probe of the same access pattern (bandwidth.cpp, always -march=native) in alternating
+// one-millisecond batches ("paired measurement" below): a row's "ratio" counter is its speed as a
+// fraction of the probe's. Rows of one N are registered together.
 //
-// Single-thread rows report CPU time (robust on a shared machine); two-thread rows report wall time
-// (CPU time would add both threads). Names: <op>/<type>/<impl>/<threads>t/<N>; op "bw-<pattern>" is the probe, op
-// "access" the steady-state host_data() cost against a raw pointer.
+// Names: <op>/<type>/<impl>/<threads>t/<N>. Op "bw-<pattern>" is the probe, measured against itself
+// on one thread (a control: how far the method scatters) and on two threads against one (N >= 2^18,
+// the speed-up the machine offers); "syncblob-forced/2t" rows run the blob-level call on two threads
+// against one (the threading threshold); "syncblob-vs-raw" rows (N <= 2^16) run the blob-level call
+// against the raw kernel on the same memory (the blob's fixed cost per call). Op "access" is the
+// steady-state host_data() cost against a raw pointer. benchmarks/report.py turns the JSON into tables.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -244,35 +248,136 @@ void openblas(Op op, T* x, const T* y, std::int64_t n64) {
 }
 #endif
 
-template <class T>
-void bench_op(benchmark::State& state, Op op, Impl impl, std::int64_t n, unsigned threads, bool forced) {
-    auto& pool = Pool<T>::get();
-    const Settings settings(threads, forced, impl == Impl::portable);
-    syncblob::Blob<T> a({n});
-    syncblob::Blob<T> b({n});
-    a.data_buffer()->set_host_data(static_cast<void*>(pool.x), static_cast<std::size_t>(n) * sizeof(T));
-    a.diff_buffer()->set_host_data(static_cast<void*>(pool.y), static_cast<std::size_t>(n) * sizeof(T));
-    b.data_buffer()->set_host_data(static_cast<void*>(pool.y), static_cast<std::size_t>(n) * sizeof(T));
-    const T alpha = T(-1);
+// ---- paired measurement ------------------------------------------------------------------------
+// A shared machine's speed drifts by tens of percent within seconds, so a kernel and its baseline
+// measured in separate rows, even moments apart, can disagree by that much. Every row therefore
+// times its subject `a` against its baseline `b` in alternating batches (a then b, then b then a,
+// ...), each batch about one millisecond of calls (at least one call), and reports per pair the
+// ratio of b's time per call to a's. One benchmark iteration is one pair; the row's counters are
+// the median ratio ("ratio") and the lower quartile ("ratio_q1"), and its iteration time is a's time
+// per call, so bytes_per_second is a's throughput.
+
+using Clock = std::chrono::steady_clock;
+double batch_seconds = 1e-3;
+int pairs_per_row = 15;
+
+template <class F>
+double seconds_per_call(F& f, std::int64_t calls) {
+    const auto start = Clock::now();
+    for (std::int64_t i = 0; i < calls; ++i) {
+        f();
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(calls);
+}
+
+// Calls per batch: doubled until a batch takes a tenth of batch_seconds, then scaled to it from the
+// fastest of three batches of that size (one slow moment must not leave a row with tiny batches).
+template <class F>
+std::int64_t calls_per_batch(F& f) {
+    std::int64_t calls = 1;
+    while (seconds_per_call(f, calls) * static_cast<double>(calls) < batch_seconds / 10 &&
+           calls < (std::int64_t{1} << 30)) {
+        calls *= 2;
+    }
+    double t = seconds_per_call(f, calls);
+    for (int i = 0; i < 2; ++i) {
+        t = std::min(t, seconds_per_call(f, calls));
+    }
+    return std::max<std::int64_t>(1, std::llround(batch_seconds / t));
+}
+
+template <class A, class B>
+void paired(benchmark::State& state, A a, B b, std::int64_t bytes_per_call) {
+    const std::int64_t calls_a = calls_per_batch(a);  // also the warm-up: pages touched, caches filled
+    const std::int64_t calls_b = calls_per_batch(b);
+    std::vector<double> ratios;
+    double b_seconds = 0;
     for (auto _ : state) {
+        double ta = 0;
+        double tb = 0;
+        if (ratios.size() % 2 == 0) {
+            ta = seconds_per_call(a, calls_a);
+            tb = seconds_per_call(b, calls_b);
+        } else {
+            tb = seconds_per_call(b, calls_b);
+            ta = seconds_per_call(a, calls_a);
+        }
+        state.SetIterationTime(ta);
+        ratios.push_back(tb / ta);
+        b_seconds += tb;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    state.counters["ratio"] = ratios[ratios.size() / 2];
+    state.counters["ratio_q1"] = ratios[ratios.size() / 4];
+    state.counters["baseline_bytes_per_second"] =
+        static_cast<double>(bytes_per_call) * static_cast<double>(ratios.size()) / b_seconds;
+    state.SetBytesProcessed(state.iterations() * bytes_per_call);
+}
+
+template <class T>
+std::int64_t bytes_per_call(Pattern pattern, std::int64_t n) {
+    return n * static_cast<std::int64_t>(sizeof(T)) * streams(pattern);
+}
+
+// The probe of `pattern` over N elements of the pool, on one thread or split over two (the
+// kernels' threading shape: one extra thread started per call).
+template <class T>
+auto probe(Pattern pattern, std::int64_t n, unsigned threads) {
+    return [pattern, count = static_cast<std::size_t>(n), threads, &pool = Pool<T>::get()] {
+        if (threads <= 1) {
+            benchmark::DoNotOptimize(
+                syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, count));
+        } else {
+            std::uint64_t other = 0;
+            std::thread worker([&] {
+                other = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, count / 2, count);
+            });
+            const auto mine = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, count / 2);
+            worker.join();
+            benchmark::DoNotOptimize(mine + other);
+        }
+        benchmark::ClobberMemory();
+    };
+}
+
+// Two blobs over the pool's memory (lent, so every row reads the same pages): a's data is x and
+// its diff y; b's data is y.
+template <class T>
+struct Operands {
+    syncblob::Blob<T> a;
+    syncblob::Blob<T> b;
+    explicit Operands(std::int64_t n) : a({n}), b({n}) {
+        auto& pool = Pool<T>::get();
+        const auto count = static_cast<std::size_t>(n);
+        a.set_host_data(pool.x, count, syncblob::Borrow{});
+        a.diff_buffer()->set_host_data(static_cast<void*>(pool.y), count * sizeof(T));
+        b.set_host_data(pool.y, count, syncblob::Borrow{});
+    }
+};
+
+// One call of `op` through `impl` on N elements.
+template <class T>
+auto operation(Op op, Impl impl, std::int64_t n, Operands<T>& blobs) {
+    return [op, impl, n, &blobs, &pool = Pool<T>::get()] {
+        const T alpha = T(-1);
         switch (impl) {
             case Impl::blob:
             case Impl::portable:
                 switch (op) {
                     case Op::asum:
-                        benchmark::DoNotOptimize(syncblob::asum_data(a));
+                        benchmark::DoNotOptimize(syncblob::asum_data(blobs.a));
                         break;
                     case Op::sumsq:
-                        benchmark::DoNotOptimize(syncblob::sumsq_data(a));
+                        benchmark::DoNotOptimize(syncblob::sumsq_data(blobs.a));
                         break;
                     case Op::dot:
-                        benchmark::DoNotOptimize(syncblob::dot(a, b));
+                        benchmark::DoNotOptimize(syncblob::dot(blobs.a, blobs.b));
                         break;
                     case Op::update:
-                        syncblob::update(a);
+                        syncblob::update(blobs.a);
                         break;
                     case Op::scale:
-                        syncblob::scale_data(a, alpha);
+                        syncblob::scale_data(blobs.a, alpha);
                         break;
                 }
                 break;
@@ -305,30 +410,52 @@ void bench_op(benchmark::State& state, Op op, Impl impl, std::int64_t n, unsigne
                 break;
         }
         benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(T)) * streams(pattern_of(op)));
+    };
 }
 
+// One thread: `op` through `impl` against the probe of its access pattern.
+template <class T>
+void bench_op(benchmark::State& state, Op op, Impl impl, std::int64_t n) {
+    const Settings settings(1, false, impl == Impl::portable);
+    Operands<T> blobs(n);
+    paired(state, operation<T>(op, impl, n, blobs), probe<T>(pattern_of(op), n, 1),
+           bytes_per_call<T>(pattern_of(op), n));
+}
+
+// The blob-level call against the raw-pointer kernel on the same memory: what the blob's state
+// check, statistics and indirection cost, measured in pairs (ratio 1: nothing).
+template <class T>
+void bench_blob_overhead(benchmark::State& state, Op op, std::int64_t n) {
+    const Settings settings(1, false, false);
+    Operands<T> blobs(n);
+    paired(state, operation<T>(op, Impl::blob, n, blobs), operation<T>(op, Impl::kernel, n, blobs),
+           bytes_per_call<T>(pattern_of(op), n));
+}
+
+// Two threads forced (threshold 1) against the same call on one thread: the ratio is the speed-up.
+template <class T>
+void bench_op_threads(benchmark::State& state, Op op, std::int64_t n) {
+    const Settings settings(2, true, false);
+    Operands<T> blobs(n);
+    auto call = operation<T>(op, Impl::blob, n, blobs);
+    paired(
+        state,
+        [&] {
+            sm::set_max_threads(2);
+            call();
+        },
+        [&] {
+            sm::set_max_threads(1);
+            call();
+        },
+        bytes_per_call<T>(pattern_of(op), n));
+}
+
+// The probe against itself on one thread (the method's own scatter: ideally 1), or on two threads
+// against one (the speed-up the machine offers).
 template <class T>
 void bench_bandwidth(benchmark::State& state, Pattern pattern, std::int64_t n, unsigned threads) {
-    auto& pool = Pool<T>::get();
-    const auto count = static_cast<std::size_t>(n);
-    for (auto _ : state) {
-        if (threads <= 1) {
-            benchmark::DoNotOptimize(
-                syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, count));
-        } else {  // the same shape as the kernels' threading: one extra thread started per call
-            std::uint64_t other = 0;
-            std::thread worker([&] {
-                other = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, count / 2, count);
-            });
-            const auto mine = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, count / 2);
-            worker.join();
-            benchmark::DoNotOptimize(mine + other);
-        }
-        benchmark::ClobberMemory();
-    }
-    state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(T)) * streams(pattern));
+    paired(state, probe<T>(pattern, n, threads), probe<T>(pattern, n, 1), bytes_per_call<T>(pattern, n));
 }
 
 // Steady-state host_data() (already fresh) against a raw pointer read.
@@ -361,12 +488,14 @@ void register_size(int log2n) {
         return op + "/" + type_name<T>() + "/" + impl + "/" + std::to_string(threads) + "t/" + std::to_string(n);
     };
     for (const Pattern p : {Pattern::read1, Pattern::read2, Pattern::rmw1, Pattern::rmw2, Pattern::triad}) {
-        benchmark::RegisterBenchmark(name(std::string("bw-") + pattern_name(p), "probe", 1).c_str(), bench_bandwidth<T>,
-                                     p, n, 1u);
+        const std::string op = std::string("bw-") + pattern_name(p);
+        benchmark::RegisterBenchmark(name(op, "probe", 1).c_str(), bench_bandwidth<T>, p, n, 1u)
+            ->UseManualTime()
+            ->Iterations(pairs_per_row);
         if (log2n >= 18) {
-            benchmark::RegisterBenchmark(name(std::string("bw-") + pattern_name(p), "probe", 2).c_str(),
-                                         bench_bandwidth<T>, p, n, 2u)
-                ->UseRealTime();
+            benchmark::RegisterBenchmark(name(op, "probe", 2).c_str(), bench_bandwidth<T>, p, n, 2u)
+                ->UseManualTime()
+                ->Iterations(pairs_per_row);
         }
     }
     std::vector<Impl> impls{Impl::blob, Impl::kernel, Impl::portable, Impl::loop};
@@ -375,17 +504,19 @@ void register_size(int log2n) {
 #endif
     for (const Op op : {Op::asum, Op::sumsq, Op::dot, Op::update, Op::scale}) {
         for (const Impl impl : impls) {
-            benchmark::RegisterBenchmark(name(op_name(op), impl_name(impl), 1).c_str(), bench_op<T>, op, impl, n, 1u,
-                                         false);
+            benchmark::RegisterBenchmark(name(op_name(op), impl_name(impl), 1).c_str(), bench_op<T>, op, impl, n)
+                ->UseManualTime()
+                ->Iterations(pairs_per_row);
+        }
+        if (log2n <= 16) {  // where a call is short enough for its fixed cost to show
+            benchmark::RegisterBenchmark(name(op_name(op), "syncblob-vs-raw", 1).c_str(), bench_blob_overhead<T>, op, n)
+                ->UseManualTime()
+                ->Iterations(pairs_per_row);
         }
         if (log2n >= 18) {  // two threads forced at every size: where does threading start to pay?
-            benchmark::RegisterBenchmark(name(op_name(op), "syncblob-forced", 2).c_str(), bench_op<T>, op, Impl::blob,
-                                         n, 2u, true)
-                ->UseRealTime();
-            // what users get by default: two threads from parallel_threshold() on
-            benchmark::RegisterBenchmark(name(op_name(op), "syncblob-auto", 2).c_str(), bench_op<T>, op, Impl::blob, n,
-                                         2u, false)
-                ->UseRealTime();
+            benchmark::RegisterBenchmark(name(op_name(op), "syncblob-forced", 2).c_str(), bench_op_threads<T>, op, n)
+                ->UseManualTime()
+                ->Iterations(pairs_per_row);
         }
     }
 }
@@ -393,11 +524,17 @@ void register_size(int log2n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // --max-log2=K limits the sizes (the smoke run uses it); everything else goes to Google Benchmark.
+    // --max-log2=K limits the sizes (the smoke run uses it), --pairs=P sets the measured pairs per row
+    // (default 15), --batch-us=U the length of a batch (default 1000 µs); everything else goes to
+    // Google Benchmark.
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
         if (std::strncmp(argv[i], "--max-log2=", 11) == 0) {
             max_log_in_run = std::atoi(argv[i] + 11);
+        } else if (std::strncmp(argv[i], "--batch-us=", 11) == 0) {
+            batch_seconds = std::max(1, std::atoi(argv[i] + 11)) * 1e-6;
+        } else if (std::strncmp(argv[i], "--pairs=", 8) == 0) {
+            pairs_per_row = std::max(1, std::atoi(argv[i] + 8));
         } else {
             args.push_back(argv[i]);
         }

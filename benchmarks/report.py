@@ -1,44 +1,91 @@
 #!/usr/bin/env python3
-"""Turns bench_math JSON files into markdown tables of ratios to the in-run bandwidth probe.
+"""Tables of syncblob's host-math benchmark (benchmarks/bench_math.cpp), in Markdown.
 
-Usage: report.py LABEL=FILE.json [LABEL=FILE.json ...] > table.md
+Usage:
+  report.py merge OUT.json RUN.json [RUN.json ...]   fold several runs of one build (Google Benchmark
+                                                    JSON) into one compact results file
+  report.py LABEL=FILE.json [LABEL=FILE.json ...]    tables from results files (or from one Google
+                                                    Benchmark JSON file each) > table.md
 
-A ratio is a kernel's bytes/s divided by the bytes/s of the probe of the same access pattern,
-element size, thread count and N, measured in the same run (see benchmarks/bench_math.cpp)."""
+A row's ratio in one run is its "ratio" counter: the median, over pairs of alternating batches, of
+the baseline's time per call over the row's (for kernels, the bandwidth probe of the same access
+pattern, element size and N: the kernel's speed as a fraction of the memory bus's). A results file
+holds several runs, each a separate process (so each samples its own placement of code and data in
+memory); the tables give the median over the runs, and the syncblob rows their lowest and highest
+run too."""
 import json
+import statistics
 import sys
 
-PATTERN = {"asum": "read1", "sumsq": "read1", "dot": "read2", "update": "rmw2", "scale": "rmw1"}
 OPS = ["asum", "sumsq", "dot", "update", "scale"]
+PATTERN = {"asum": "read1", "sumsq": "read1", "dot": "read2", "update": "rmw2", "scale": "rmw1"}
 IMPLS = ["syncblob", "syncblob-raw", "syncblob-portable", "loop", "openblas"]
+TARGET = 0.9
 
 
-def load(path):
-    with open(path) as f:
-        doc = json.load(f)
-    rows = {}
+def row_key(name):
+    """(op, type, impl, threads, N) from a benchmark name such as
+    "asum/f32/syncblob/1t/1024/iterations:15/manual_time"; None for other names."""
+    parts = [p for p in name.split("/") if ":" not in p and p not in ("manual_time", "real_time")]
+    if len(parts) != 5:
+        return None
+    op, typ, impl, threads, n = parts
+    return op, typ, impl, threads, int(n)
+
+
+def run_values(doc):
+    """One Google Benchmark output: row name -> its value (the ratio; ns per read for "access")."""
+    values = {}
     for b in doc["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        name = b.get("run_name", b["name"]).replace("/real_time", "")
-        parts = name.split("/")
-        if len(parts) != 5 or "bytes_per_second" not in b and parts[0] != "access":
+        name = b.get("run_name", b["name"])
+        key = row_key(name)
+        if key is None:
             continue
-        op, typ, impl, threads, n = parts
-        value = b.get("bytes_per_second", b.get("cpu_time"))
-        rows[(op, typ, impl, threads, int(n))] = value
-        rows[("wall", op, typ, impl, threads, int(n))] = b.get("real_time")
-        if parts[0] == "access":
-            rows[(op, typ, impl, threads, int(n))] = b["cpu_time"]
+        if key[0] == "access":
+            values[name] = b["cpu_time"]
+        elif "ratio" in b:
+            values[name] = b["ratio"]
+    return values
+
+
+def merge(out_path, paths):
+    """Writes {"context": first run's context, "runs": [{row name: value}, ...]}."""
+    runs = []
+    context = None
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        context = context or doc.get("context", {})
+        runs.append(run_values(doc))
+    with open(out_path, "w") as f:
+        json.dump({"context": context, "runs": runs}, f, indent=0, sort_keys=True)
+        f.write("\n")
+
+
+def load_runs(path):
+    """(context, {row key: [value in each run]}) from a results file or a Google Benchmark file."""
+    with open(path) as f:
+        doc = json.load(f)
+    runs = doc["runs"] if "runs" in doc else [run_values(doc)]
+    rows = {}
+    for run in runs:
+        for name, value in run.items():
+            rows.setdefault(row_key(name), []).append(value)
     return doc.get("context", {}), rows
 
 
+def load(path):
+    """(context, {row key: median over runs})."""
+    ctx, rows = load_runs(path)
+    return ctx, {k: statistics.median(v) for k, v in rows.items()}
+
+
 def ratio(rows, op, typ, impl, threads, n):
-    k = rows.get((op, typ, impl, threads, n))
-    base = rows.get(("bw-" + PATTERN[op], typ, "probe", threads, n))
-    if k is None or not base:
-        return None
-    return k / base
+    """A row's speed over its baseline: the probe of its access pattern on one thread; for two-thread
+    rows the same call on one thread (the speed-up)."""
+    return rows.get((op, typ, impl, threads, n))
 
 
 def fmt(r):
@@ -46,17 +93,18 @@ def fmt(r):
 
 
 def sizes(rows, threads="1t"):
-    return sorted({k[4] for k in rows if len(k) == 5 and k[3] == threads and k[0].startswith("bw-")})
+    return sorted({k[4] for k in rows if k[3] == threads and k[0].startswith("bw-")})
 
 
 def log2(n):
     return n.bit_length() - 1
 
 
-def single_thread_table(label, ctx, rows, impls):
+def single_thread_table(label, ctx, rows, impls, n_runs):
     ns = sizes(rows)
     shown = [n for n in ns if log2(n) % 2 == 0]
-    out = [f"### {label} build, one thread (kernel path: {ctx.get('syncblob_kernel_path', '?')})", ""]
+    out = [f"### {label} build, one thread (kernel path: {ctx.get('syncblob_kernel_path', '?')}; median of "
+           f"{n_runs} run{'s' if n_runs != 1 else ''})", ""]
     out.append("| op | type | impl | " + " | ".join(f"2^{log2(n)}" for n in shown) + " | min (all N) |")
     out.append("|---|---|---|" + "---:|" * (len(shown) + 1))
     for op in OPS:
@@ -77,69 +125,94 @@ def two_thread_table(label, rows):
     ns = sizes(rows, "2t")
     if not ns:
         return []
-    out = [f"### {label} build, two threads (ratio to the two-thread probe; speed-up over one thread)", ""]
+    out = [f"### {label} build, two threads: speed-up over one thread (wall time, measured in pairs)", ""]
     out.append("| op | type | row | " + " | ".join(f"2^{log2(n)}" for n in ns) + " |")
     out.append("|---|---|---|" + "---:|" * len(ns))
+    for pattern in ("read1", "read2", "rmw1", "rmw2"):
+        cells = [fmt(ratio(rows, "bw-" + pattern, "f32", "probe", "2t", n)) for n in ns]
+        out.append(f"| bw-{pattern} | f32 | the machine: probe on 2 threads over 1 | " + " | ".join(cells) + " |")
     for op in OPS:
         for typ in ("f32", "f64"):
-            for impl in ("syncblob-forced", "syncblob-auto"):
-                cells = [fmt(ratio(rows, op, typ, impl, "2t", n)) for n in ns]
-                out.append(f"| {op} | {typ} | {impl} vs 2t probe | " + " | ".join(cells) + " |")
-            cells = []
-            for n in ns:  # wall-clock times of both (the one-thread rows report CPU time)
-                t2 = rows.get(("wall", op, typ, "syncblob-forced", "2t", n))
-                t1 = rows.get(("wall", op, typ, "syncblob", "1t", n))
-                cells.append(fmt(t1 / t2 if t1 and t2 else None))
-            out.append(f"| {op} | {typ} | wall-time speed-up, forced 2t over 1t | " + " | ".join(cells) + " |")
+            cells = [fmt(ratio(rows, op, typ, "syncblob-forced", "2t", n)) for n in ns]
+            out.append(f"| {op} | {typ} | syncblob on 2 threads over 1 | " + " | ".join(cells) + " |")
     return out
 
 
+def control_line(label, runs):
+    """The probe measured against itself: how far two identical measurements disagree."""
+    medians = [statistics.median(v) for k, v in runs.items() if k[0].startswith("bw-") and k[3] == "1t"]
+    singles = [x for k, v in runs.items() if k[0].startswith("bw-") and k[3] == "1t" for x in v]
+    if not medians:
+        return []
+    return [f"Control ({label} build): each bandwidth probe measured against itself in the same pairs gave "
+            f"{min(medians):.2f} to {max(medians):.2f} in the median over runs, {min(singles):.2f} to "
+            f"{max(singles):.2f} in single runs, over all patterns, types and N (ideal: 1.00).", ""]
+
+
 def summary_table(builds):
-    """One line per op and type: the smallest ratio over N in each build, for the rows that matter."""
-    out = ["### Summary: smallest ratio over N (one thread; 2^10 apart, and the median for syncblob)", ""]
-    head = "| op | type |"
+    """One line per op and type: for syncblob in each build, the smallest median over N (and the
+    lowest single run); for the other rows the smallest median over N."""
+    out = ["### Summary: smallest ratio over N = 2^10 … 2^26, one thread", "",
+           "Each cell: the smallest, over N, of the median over runs; for syncblob, in brackets, the "
+           "lowest single run at any N.", ""]
     cols = []
     for label in builds:
-        cols += [(label, "syncblob", True), (label, "syncblob", False), (label, "syncblob-raw", None),
-                 (label, "syncblob-portable", None)]
-    cols += [(next(iter(builds)), "loop", None), (next(iter(builds)), "openblas", None)]
-    names = {True: " @2^10", False: " 2^12..2^26 min / median", None: " min"}
-    out.append(head + "".join(f" {label} {impl}{names[part]} |" for label, impl, part in cols))
+        cols += [(label, "syncblob"), (label, "syncblob-raw"), (label, "syncblob-portable")]
+    first = next(iter(builds))
+    cols += [(first, "loop"), (first, "openblas")]
+    out.append("| op | type |" + "".join(f" {label} {impl} |" for label, impl in cols))
     out.append("|---|---|" + "---:|" * len(cols))
     for op in OPS:
         for typ in ("f32", "f64"):
             cells = []
-            for label, impl, part in cols:
-                rows = builds[label]
-                ns = sizes(rows)
-                if part is True:
-                    ns = ns[:1]
-                elif part is False:
-                    ns = ns[2:]
-                rs = [r for r in (ratio(rows, op, typ, impl, "1t", n) for n in ns) if r is not None]
-                if not rs:
+            for label, impl in cols:
+                runs = builds[label]
+                per_n = [v for k, v in runs.items() if k[:4] == (op, typ, impl, "1t")]
+                if not per_n:
                     cells.append("–")
-                elif part is False:  # the smallest, and the median (single dips are mostly shared noise)
-                    cells.append(f"{min(rs):.2f} / {sorted(rs)[len(rs) // 2]:.2f}")
+                    continue
+                low = min(statistics.median(v) for v in per_n)
+                if impl == "syncblob":
+                    cells.append(f"{low:.2f} ({min(min(v) for v in per_n):.2f})")
                 else:
-                    cells.append(fmt(min(rs)))
+                    cells.append(fmt(low))
             out.append(f"| {op} | {typ} | " + " | ".join(cells) + " |")
     return out
 
 
-def main():
-    out = []
+def verdict(builds):
+    """Which syncblob cells (build, op, type, N) are under the target in the median over runs."""
+    under = []
+    cells = 0
+    for label, runs in builds.items():
+        for (op, typ, impl, threads, n), v in sorted(runs.items()):
+            if impl == "syncblob" and threads == "1t" and op in OPS:
+                cells += 1
+                m = statistics.median(v)
+                if m < TARGET:
+                    under.append(f"{label} {op} {typ} 2^{log2(n)}: {m:.2f}")
+    if not under:
+        return [f"Target (every syncblob row ≥ {TARGET} at every N, both builds): met in the median over runs "
+                f"at all {cells} cells.", ""]
+    return [f"Target (every syncblob row ≥ {TARGET} at every N, both builds): {len(under)} of {cells} cells "
+            f"under it in the median over runs: " + "; ".join(under) + ".", ""]
+
+
+def tables(args):
     builds = {}
-    for arg in sys.argv[1:]:
+    loaded = []
+    for arg in args:
         label, path = arg.split("=", 1)
-        builds[label] = load(path)[1]
-    out += summary_table(builds)
-    out.append("")
-    for arg in sys.argv[1:]:
-        label, path = arg.split("=", 1)
-        ctx, rows = load(path)
-        out += single_thread_table(label, ctx, rows, IMPLS)
+        ctx, runs = load_runs(path)
+        builds[label] = runs
+        loaded.append((label, ctx, runs))
+    out = verdict(builds) + summary_table(builds) + [""]
+    for label, ctx, runs in loaded:
+        rows = {k: statistics.median(v) for k, v in runs.items()}
+        n_runs = max(len(v) for v in runs.values())
+        out += single_thread_table(label, ctx, rows, IMPLS, n_runs)
         out.append("")
+        out += control_line(label, runs)
         out += two_thread_table(label, rows)
         out.append("")
         hd = rows.get(("access", "f32", "host_data", "1t", 1))
@@ -148,7 +221,16 @@ def main():
             out.append(f"Steady-state `host_data()[i]`: {hd:.2f} ns per read against {raw:.2f} ns through a raw "
                        f"pointer ({label} build).")
             out.append("")
-    print("\n".join(out))
+    return out
+
+
+def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "merge":
+        merge(sys.argv[2], sys.argv[3:])
+        return
+    if len(sys.argv) < 2 or any("=" not in a for a in sys.argv[1:]):
+        sys.exit(__doc__)
+    print("\n".join(tables(sys.argv[1:])))
 
 
 if __name__ == "__main__":
