@@ -59,11 +59,23 @@ inline bool cpu_has_avx512() noexcept {
 
 #if SYNCBLOB_X86_DISPATCH
 
+// Where a kernel's code sits: its entry on a 64-byte boundary and, with g++, its loops too, so a hot
+// loop never straddles two cache lines of code whatever the consumer's flags and code around it
+// (clang has no per-function loop alignment; its entries are aligned all the same). Measured on
+// the benchmark's small sizes, where one call lasts tens of nanoseconds (docs/benchmarks.md, "Code
+// placement").
+#if defined(__clang__)
+#define SYNCBLOB_KERNEL_PLACEMENT aligned(64)
+#else
+#define SYNCBLOB_KERNEL_PLACEMENT aligned(64), optimize("align-loops=64")
+#endif
+
 // ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
 namespace avx2 {
 
 #define SYNCBLOB_SIMD_FN __attribute__((target("avx2,fma,f16c"))) inline
-#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx2,fma,f16c"), aligned(64))) inline
+#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx2,fma,f16c"), SYNCBLOB_KERNEL_PLACEMENT)) inline
+#define SYNCBLOB_SIMD_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 #define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx2,fma,f16c")))
 
 template <class T>
@@ -149,6 +161,7 @@ struct Simd<double> {
 
 #undef SYNCBLOB_SIMD_FN
 #undef SYNCBLOB_SIMD_ENTRY
+#undef SYNCBLOB_SIMD_INLINE
 #undef SYNCBLOB_SIMD_LAMBDA
 }  // namespace avx2
 
@@ -156,7 +169,8 @@ struct Simd<double> {
 namespace avx512 {
 
 #define SYNCBLOB_SIMD_FN __attribute__((target("avx512f"))) inline
-#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx512f"), aligned(64))) inline
+#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx512f"), SYNCBLOB_KERNEL_PLACEMENT)) inline
+#define SYNCBLOB_SIMD_INLINE __attribute__((target("avx512f"), always_inline)) inline
 #define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx512f")))
 
 // GCC 12's _mm512_reduce_add_*, _mm512_cast*512_*256 and the unmasked conversions read
@@ -253,8 +267,11 @@ struct Simd<double> {
 
 #undef SYNCBLOB_SIMD_FN
 #undef SYNCBLOB_SIMD_ENTRY
+#undef SYNCBLOB_SIMD_INLINE
 #undef SYNCBLOB_SIMD_LAMBDA
 }  // namespace avx512
+
+#undef SYNCBLOB_KERNEL_PLACEMENT
 
 // The portable kernels as the dispatch's fallback, out of line: inlined, Eigen's code would give the
 // dispatcher a stack frame that every call, whatever its path, sets up and tears down.
