@@ -26,8 +26,9 @@
 #define SYNCBLOB_HOST_DEVICE
 #endif
 
-/// Keeps a rarely taken slow path (locking, allocating, copying) out of the inlined fast path of
-/// an accessor, so the fast path stays a few instructions without a stack frame.
+/// Keeps a rarely taken or long path (an accessor's locking and copying, math on many blocks) out
+/// of the inlined fast path around it, so the fast path stays a few instructions without a stack
+/// frame.
 #if defined(__GNUC__) || defined(__clang__)
 #define SYNCBLOB_NOINLINE __attribute__((noinline))
 #elif defined(_MSC_VER)

@@ -232,11 +232,10 @@ void run_blocks(std::int64_t blocks, unsigned threads, const Body& body) {
     }
 }
 
-// Reduces [0, n) block by block: block(first, count) returns the block's sum; block sums are added
-// in order whatever the thread count. Out of line (as for_blocks): it runs only for more than one
-// block, where a call costs microseconds, and inlined it would give every small call a stack frame.
+// reduce_blocks for more than one block: out of line (as for_many_blocks), since it runs only where
+// a call costs microseconds, and inlined it would give every small call a stack frame.
 template <class Acc, class Block>
-SYNCBLOB_NOINLINE Acc reduce_blocks(std::int64_t n, const Block& block) {
+SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, const Block& block) {
     const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
     const auto one = [&](std::int64_t b) {
         const std::int64_t first = b * reduction_block;
@@ -262,9 +261,16 @@ SYNCBLOB_NOINLINE Acc reduce_blocks(std::int64_t n, const Block& block) {
     return total;
 }
 
-// Applies body(first, count) to [0, n), split over threads for large n.
+// Reduces [0, n) block by block: block(first, count) returns the block's sum; block sums are added
+// in order whatever the thread count. One block goes straight to `block`.
+template <class Acc, class Block>
+Acc reduce_blocks(std::int64_t n, const Block& block) {
+    return n <= reduction_block ? block(std::int64_t{0}, n) : reduce_many_blocks<Acc>(n, block);
+}
+
+// for_blocks for more than one block (out of line, as reduce_many_blocks).
 template <class Body>
-SYNCBLOB_NOINLINE void for_blocks(std::int64_t n, const Body& body) {
+SYNCBLOB_NOINLINE void for_many_blocks(std::int64_t n, const Body& body) {
     const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
     const unsigned threads = threads_for(n, blocks);
     if (threads <= 1) {
@@ -275,6 +281,17 @@ SYNCBLOB_NOINLINE void for_blocks(std::int64_t n, const Body& body) {
         const std::int64_t begin = first * reduction_block;
         body(begin, std::min(n, last * reduction_block) - begin);
     });
+}
+
+// Applies body(first, count) to [0, n), split over threads for large n. One block goes straight to
+// `body`.
+template <class Body>
+void for_blocks(std::int64_t n, const Body& body) {
+    if (n <= reduction_block) {
+        body(std::int64_t{0}, n);
+        return;
+    }
+    for_many_blocks(n, body);
 }
 
 }  // namespace detail
@@ -319,9 +336,6 @@ void scale_block(T* x, accumulator_t<T> alpha, std::int64_t n) {
 /// Σ|x[i]| over host memory (any alignment), in `accumulator_t<T>`.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> asum(const T* x, std::int64_t n) {
-    if (n <= reduction_block) {  // one block: straight to the kernel
-        return detail::asum_block(x, n);
-    }
     return detail::reduce_blocks<accumulator_t<T>>(
         n, [x](std::int64_t first, std::int64_t count) { return detail::asum_block(x + first, count); });
 }
@@ -329,9 +343,6 @@ template <FloatingElement T>
 /// Σx[i]² over host memory.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> sumsq(const T* x, std::int64_t n) {
-    if (n <= reduction_block) {  // one block: straight to the kernel
-        return detail::sumsq_block(x, n);
-    }
     return detail::reduce_blocks<accumulator_t<T>>(
         n, [x](std::int64_t first, std::int64_t count) { return detail::sumsq_block(x + first, count); });
 }
@@ -339,9 +350,6 @@ template <FloatingElement T>
 /// Σx[i]·y[i] over host memory.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> dot(const T* x, const T* y, std::int64_t n) {
-    if (n <= reduction_block) {  // one block: straight to the kernel
-        return detail::dot_block(x, y, n);
-    }
     return detail::reduce_blocks<accumulator_t<T>>(
         n, [x, y](std::int64_t first, std::int64_t count) { return detail::dot_block(x + first, y + first, count); });
 }
@@ -349,10 +357,6 @@ template <FloatingElement T>
 /// y[i] -= x[i] over host memory (computed in `accumulator_t<T>`, rounded once to T).
 template <FloatingElement T>
 void sub(T* y, const T* x, std::int64_t n) {
-    if (n <= reduction_block) {
-        detail::sub_block(y, x, n);
-        return;
-    }
     detail::for_blocks(
         n, [y, x](std::int64_t first, std::int64_t count) { detail::sub_block(y + first, x + first, count); });
 }
@@ -360,10 +364,6 @@ void sub(T* y, const T* x, std::int64_t n) {
 /// x[i] *= alpha over host memory (computed in `accumulator_t<T>`, rounded once to T).
 template <FloatingElement T>
 void scale(T* x, accumulator_t<T> alpha, std::int64_t n) {
-    if (n <= reduction_block) {
-        detail::scale_block(x, alpha, n);
-        return;
-    }
     detail::for_blocks(
         n, [x, alpha](std::int64_t first, std::int64_t count) { detail::scale_block(x + first, alpha, count); });
 }

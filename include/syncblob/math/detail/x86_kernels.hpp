@@ -60,10 +60,9 @@ inline bool cpu_has_avx512() noexcept {
 #if SYNCBLOB_X86_DISPATCH
 
 // Where a kernel's code sits: its entry on a 64-byte boundary and, with g++, its loops too, so a hot
-// loop never straddles two cache lines of code whatever the consumer's flags and code around it
-// (clang has no per-function loop alignment; its entries are aligned all the same). Measured on
-// the benchmark's small sizes, where one call lasts tens of nanoseconds (docs/benchmarks.md, "Code
-// placement").
+// loop starts on a line of code whatever the consumer's flags and the code around it (clang has no
+// per-function loop alignment; its entries are aligned all the same). Measured on the benchmark's
+// small sizes, where one call lasts tens of nanoseconds (docs/benchmarks.md, "Code placement").
 #if defined(__clang__)
 #define SYNCBLOB_KERNEL_PLACEMENT aligned(64)
 #else
