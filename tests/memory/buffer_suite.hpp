@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <syncblob/memory/synced_buffer.hpp>
@@ -242,6 +243,44 @@ TEMPLATE_LIST_TEST_CASE("SyncedBuffer state table: mutable_host_data()", "[memor
         const Stats before = buffer.stats();
         CHECK(device_bytes<Backend>(buffer.device_data()) == written);
         CHECK(buffer.stats().host_to_device == before.host_to_device + 1);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("SyncedBuffer host_data_if_fresh() and mutable_host_data_if_fresh() never copy or change state",
+                        "[memory][buffer][state]", SuiteAllocators) {
+    using namespace syncblob_suite;
+    using Backend = typename TestType::device_backend;
+    SYNCBLOB_REQUIRE_DEVICE(Backend);
+    for (const Start start : all_starts) {
+        INFO("from " << start_name(start));
+        Buffer<TestType> buffer(n);
+        const Bytes fresh = pattern(4);
+        prepare(buffer, start, fresh);
+        const Head head = buffer.head();
+        const void* read = std::as_const(buffer).host_data_if_fresh();
+        void* write = buffer.mutable_host_data_if_fresh();
+        CHECK(buffer.head() == head);
+        CHECK(buffer.stats() == Stats{});  // no allocation, no copy
+        const bool readable = head == Head::at_host || head == Head::synced;
+        CHECK((read != nullptr) == readable);
+        CHECK((write != nullptr) == (head == Head::at_host));
+        if (readable) {
+            CHECK(host_bytes(read) == fresh);
+            CHECK(read == buffer.host_data());  // the block the full accessor returns, with nothing to do
+            CHECK(buffer.stats() == Stats{});
+        }
+        if (write != nullptr) {
+            CHECK(write == read);
+        }
+    }
+    SECTION("a read-only borrow is fresh for reading only") {
+        const Bytes lent = pattern(5);
+        Buffer<TestType> buffer(n);
+        buffer.set_host_data(static_cast<const void*>(lent.data()), n);
+        CHECK(buffer.host_data_if_fresh() == lent.data());
+        CHECK(buffer.mutable_host_data_if_fresh() == nullptr);
+        CHECK(buffer.head() == Head::at_host);
+        CHECK(buffer.stats() == Stats{});
     }
 }
 

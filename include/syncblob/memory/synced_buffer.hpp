@@ -97,20 +97,34 @@ public:
     }
 
     /// Fresh host bytes for reading (allocates and zero-fills on first access, copies D→H when stale).
-    [[nodiscard]] const void* host_data() const {
-        const auto s = state_.load(std::memory_order_acquire);
-        if (s == state_of(Head::at_host) || s == state_of(Head::synced)) {
-            return host_;
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE const void* host_data() const {
+        if (const void* p = host_data_if_fresh()) {
+            return p;
         }
         return access("SyncedBuffer::host_data", Access::host_read);
     }
 
     /// Fresh host bytes for writing; the device copy becomes stale.
-    [[nodiscard]] void* mutable_host_data() {
-        if (state_.load(std::memory_order_acquire) == state_of(Head::at_host) && !host_read_only_) {
-            return host_;
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE void* mutable_host_data() {
+        if (void* p = mutable_host_data_if_fresh()) {
+            return p;
         }
         return access("SyncedBuffer::mutable_host_data", Access::host_write);
+    }
+
+    /// The host bytes if reading them needs nothing done first (head at the host or synced, no
+    /// copy pending, memory allocated), else null. Never allocates, copies, locks or throws: the
+    /// first step of `host_data()`, for callers with a cheaper way round the other cases.
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE const void* host_data_if_fresh() const noexcept {
+        const auto s = state_.load(std::memory_order_acquire);
+        return s == state_of(Head::at_host) || s == state_of(Head::synced) ? host_ : nullptr;
+    }
+
+    /// The host bytes if writing them needs nothing done first (head at the host, no copy pending,
+    /// writable memory allocated), else null; the state is left as it is. As `host_data_if_fresh`,
+    /// the first step of `mutable_host_data()`.
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE void* mutable_host_data_if_fresh() noexcept {
+        return state_.load(std::memory_order_acquire) == state_of(Head::at_host) && !host_read_only_ ? host_ : nullptr;
     }
 
     /// Host bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
@@ -124,7 +138,7 @@ public:
     }
 
     /// Fresh device bytes for reading (allocates and zero-fills on first access, copies H→D when stale).
-    [[nodiscard]] const void* device_data() const {
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE const void* device_data() const {
         const auto s = state_.load(std::memory_order_acquire);
         if (s == state_of(Head::at_device) || s == state_of(Head::synced)) {
             return device_;
@@ -133,7 +147,7 @@ public:
     }
 
     /// Fresh device bytes for writing; the host copy becomes stale.
-    [[nodiscard]] void* mutable_device_data() {
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE void* mutable_device_data() {
         if (state_.load(std::memory_order_acquire) == state_of(Head::at_device) && !device_read_only_) {
             return device_;
         }
@@ -319,7 +333,7 @@ public:
     /// a relaxed load and store added nothing measurable. Math calls racing on one buffer from several
     /// threads may therefore count fewer kernels than ran; allocations and copies are counted under
     /// the lock, exactly.
-    void record_kernel(bool on_device) const noexcept {
+    SYNCBLOB_ALWAYS_INLINE void record_kernel(bool on_device) const noexcept {
         auto& count = on_device ? device_kernels_ : host_kernels_;
         count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
@@ -593,25 +607,28 @@ private:
         state_.store(static_cast<std::uint8_t>(state_of(h) | pending), std::memory_order_release);
     }
 
-    std::size_t size_;
-    mutable void* host_ = nullptr;
-    mutable HostBlock host_block_{};  // owned host memory; empty when the host side is borrowed or absent
+    // What a steady-state access and a math call touch, together in the first 40 bytes (one cache
+    // line, or two when the object starts late in one).
+    mutable std::atomic<std::uint8_t> state_{state_of(Head::uninitialized)};
     mutable bool host_read_only_ = false;
-    mutable std::shared_ptr<void> host_keep_alive_;
-    mutable void* device_ = nullptr;
-    mutable bool device_owned_ = false;
     mutable bool device_read_only_ = false;
+    mutable void* host_ = nullptr;
+    mutable void* device_ = nullptr;
+    mutable std::atomic<std::uint64_t> host_kernels_{0};
+    mutable std::atomic<std::uint64_t> device_kernels_{0};
+    // The rest.
+    std::size_t size_;
+    mutable HostBlock host_block_{};  // owned host memory; empty when the host side is borrowed or absent
+    mutable std::shared_ptr<void> host_keep_alive_;
+    mutable bool device_owned_ = false;
     mutable int device_id_ = -1;
     mutable std::shared_ptr<void> device_keep_alive_;
-    mutable std::atomic<std::uint8_t> state_{state_of(Head::uninitialized)};
     mutable std::mutex mutex_;
     mutable std::optional<typename Device::event_type> event_;
     mutable bool pending_host_ = false;
     mutable bool pending_device_ = false;
     stream_type stream_{};
-    mutable TransferStats stats_{};  // kernel counts live in the two atomics below
-    mutable std::atomic<std::uint64_t> host_kernels_{0};
-    mutable std::atomic<std::uint64_t> device_kernels_{0};
+    mutable TransferStats stats_{};  // kernel counts live in host_kernels_ and device_kernels_
     unsigned char poison_byte_ = 0xFF;
 };
 
