@@ -31,6 +31,12 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
+// Every function below has two parts. The inline part handles the common case, a buffer whose host
+// copy is fresh and needs nothing done (no allocation, copy or state change): one state check, the
+// kernel count and a jump into the kernel, with no stack frame and no call that returns. Everything
+// else (empty or uninitialized buffers, device heads, stale host copies, errors) goes to the
+// out-of-line general part, which would otherwise give every small call its frame and spills.
+
 // True when math on a buffer with this head runs on the device.
 template <SyncedAllocator A>
 constexpr bool runs_on_device(Head head) noexcept {
@@ -42,121 +48,124 @@ constexpr bool runs_on_device(Head head) noexcept {
     }
 }
 
-template <FloatingElement T, SyncedAllocator A, class Buffer>
-accumulator_t<T> reduce_one(const Blob<T, A>& blob, const Buffer& buffer, bool is_diff, bool squares) {
-    if (blob.count() == 0 || !buffer || buffer->head() == Head::uninitialized) {
-        return 0;
-    }
-    const std::int64_t n = blob.count();
-    if (runs_on_device<A>(buffer->head())) {
-        if constexpr (A::device_backend::has_device) {
-            using K = DeviceKernels<typename A::device_backend>;
-            const T* p = is_diff ? blob.device_diff() : blob.device_data();
-            buffer->record_kernel(true);
-            return squares ? K::sumsq(p, n, buffer->stream()) : K::asum(p, n, buffer->stream());
+// The host elements when math reading this buffer runs on the host with nothing to do first, else
+// null. With a device, a synced head runs on the device, so only a host head qualifies.
+template <class T, SyncedAllocator A, class Buffer>
+SYNCBLOB_ALWAYS_INLINE const T* host_ready(const Buffer& buffer) noexcept {
+    if constexpr (A::device_backend::has_device) {
+        if (buffer->head() != Head::at_host) {
+            return nullptr;
         }
     }
-    const T* p = (is_diff ? blob.host_diff() : blob.host_data()).data();
+    return static_cast<const T*>(buffer->host_data_if_fresh());
+}
+// The host elements when math writing this buffer runs on the host with nothing to do first.
+template <class T, class Buffer>
+SYNCBLOB_ALWAYS_INLINE T* mutable_host_ready(const Buffer& buffer) noexcept {
+    return static_cast<T*>(buffer->mutable_host_data_if_fresh());
+}
+
+// Counts a kernel on both operands' buffers, once when they are the same buffer.
+template <class Buffer>
+SYNCBLOB_ALWAYS_INLINE void record_kernels(const Buffer& a, const Buffer& b, bool on_device) noexcept {
+    a->record_kernel(on_device);
+    if (b != a) {
+        b->record_kernel(on_device);
+    }
+}
+
+template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>
+SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(std::int64_t n, const Buffer& buffer) {
+    const Head head = buffer && n != 0 ? buffer->head() : Head::uninitialized;
+    if (head == Head::uninitialized) {
+        return 0;
+    }
+    if (runs_on_device<A>(head)) {
+        if constexpr (A::device_backend::has_device) {
+            using K = DeviceKernels<typename A::device_backend>;
+            const auto* p = static_cast<const T*>(buffer->device_data());
+            buffer->record_kernel(true);
+            return Squares ? K::sumsq(p, n, buffer->stream()) : K::asum(p, n, buffer->stream());
+        }
+    }
+    const auto* p = static_cast<const T*>(buffer->host_data());
     buffer->record_kernel(false);
-    return squares ? math::sumsq(p, n) : math::asum(p, n);
+    return Squares ? math::sumsq(p, n) : math::asum(p, n);
+}
+
+// Σ|x| (Squares: Σx²) over the n elements of a blob's data or diff buffer.
+template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>
+accumulator_t<T> reduce_one(std::int64_t n, const Buffer& buffer) {
+    if (const T* p = n != 0 && buffer ? host_ready<T, A>(buffer) : nullptr) {
+        buffer->record_kernel(false);
+        return Squares ? math::sumsq(p, n) : math::asum(p, n);
+    }
+    return reduce_general<Squares, T, A>(n, buffer);
 }
 
 template <FloatingElement T, SyncedAllocator A, class Buffer>
-void scale_one(Blob<T, A>& blob, const Buffer& buffer, bool is_diff, accumulator_t<T> alpha) {
-    if (blob.count() == 0 || !buffer || buffer->head() == Head::uninitialized) {
+SYNCBLOB_NOINLINE void scale_general(std::int64_t n, const Buffer& buffer, accumulator_t<T> alpha) {
+    const Head head = buffer && n != 0 ? buffer->head() : Head::uninitialized;
+    if (head == Head::uninitialized) {
         return;  // zeros stay zeros
     }
-    const std::int64_t n = blob.count();
-    if (runs_on_device<A>(buffer->head())) {
+    if (runs_on_device<A>(head)) {
         if constexpr (A::device_backend::has_device) {
-            T* p = is_diff ? blob.mutable_device_diff() : blob.mutable_device_data();
+            auto* p = static_cast<T*>(buffer->mutable_device_data());
             buffer->record_kernel(true);
             DeviceKernels<typename A::device_backend>::scale(p, alpha, n, buffer->stream());
             return;
         }
     }
-    T* p = (is_diff ? blob.mutable_host_diff() : blob.mutable_host_data()).data();
+    auto* p = static_cast<T*>(buffer->mutable_host_data());
     buffer->record_kernel(false);
     math::scale(p, alpha, n);
 }
 
-}  // namespace detail
+// x *= alpha over the n elements of a blob's data or diff buffer.
+template <FloatingElement T, SyncedAllocator A, class Buffer>
+void scale_one(std::int64_t n, const Buffer& buffer, accumulator_t<T> alpha) {
+    if (T* p = n != 0 && buffer ? mutable_host_ready<T>(buffer) : nullptr) {
+        buffer->record_kernel(false);
+        math::scale(p, alpha, n);
+        return;
+    }
+    scale_general<T, A>(n, buffer, alpha);
+}
 
-/// data −= diff, where the data is fresh; the diff follows it (copied there if needed). An
-/// uninitialized diff reads as zeros (nothing changes). \throws StateError when the data is
-/// uninitialized; the blob is then unchanged.
 template <FloatingElement T, SyncedAllocator A>
-void update(Blob<T, A>& blob) {
-    if (blob.count() == 0) {
+SYNCBLOB_NOINLINE void update_general(Blob<T, A>& blob) {
+    const std::int64_t n = blob.count();
+    if (n == 0) {
         return;
     }
     const auto& data = blob.data_buffer();
     const auto& diff = blob.diff_buffer();
-    if (data->head() == Head::uninitialized) {
+    const Head head = data->head();
+    if (head == Head::uninitialized) {
         throw StateError("update: the data of blob " + blob.shape_string() +
                          " is uninitialized (write it before updating it with its diff)");
     }
     if (diff->head() == Head::uninitialized) {
         return;
     }
-    const std::int64_t n = blob.count();
-    const bool on_device = detail::runs_on_device<A>(data->head());
-    if (on_device) {
+    if (runs_on_device<A>(head)) {
         if constexpr (A::device_backend::has_device) {
-            const T* d = blob.device_diff();
-            T* y = blob.mutable_device_data();
-            data->record_kernel(true);
-            if (diff != data) {
-                diff->record_kernel(true);
-            }
+            const auto* d = static_cast<const T*>(diff->device_data());
+            auto* y = static_cast<T*>(data->mutable_device_data());
+            record_kernels(data, diff, true);
             DeviceKernels<typename A::device_backend>::sub(y, d, n, data->stream());
             return;
         }
     }
-    const T* d = blob.host_diff().data();
-    T* y = blob.mutable_host_data().data();
-    data->record_kernel(false);
-    if (diff != data) {
-        diff->record_kernel(false);
-    }
+    const auto* d = static_cast<const T*>(diff->host_data());  // before the write: diff may be data
+    auto* y = static_cast<T*>(data->mutable_host_data());
+    record_kernels(data, diff, false);
     math::sub(y, d, n);
 }
 
-/// Σ|data|. 0 for uninitialized data.
 template <FloatingElement T, SyncedAllocator A>
-[[nodiscard]] accumulator_t<T> asum_data(const Blob<T, A>& blob) {
-    return detail::reduce_one(blob, blob.data_buffer(), false, false);
-}
-/// Σ|diff|. 0 for an uninitialized diff.
-template <FloatingElement T, SyncedAllocator A>
-[[nodiscard]] accumulator_t<T> asum_diff(const Blob<T, A>& blob) {
-    return detail::reduce_one(blob, blob.diff_buffer(), true, false);
-}
-/// Σdata². 0 for uninitialized data.
-template <FloatingElement T, SyncedAllocator A>
-[[nodiscard]] accumulator_t<T> sumsq_data(const Blob<T, A>& blob) {
-    return detail::reduce_one(blob, blob.data_buffer(), false, true);
-}
-/// Σdiff². 0 for an uninitialized diff.
-template <FloatingElement T, SyncedAllocator A>
-[[nodiscard]] accumulator_t<T> sumsq_diff(const Blob<T, A>& blob) {
-    return detail::reduce_one(blob, blob.diff_buffer(), true, true);
-}
-/// data *= s, where the data is fresh. Uninitialized data is left as it is (zeros).
-template <FloatingElement T, SyncedAllocator A>
-void scale_data(Blob<T, A>& blob, accumulator_t<T> s) {
-    detail::scale_one(blob, blob.data_buffer(), false, s);
-}
-/// diff *= s, where the diff is fresh. An uninitialized diff is left as it is (zeros).
-template <FloatingElement T, SyncedAllocator A>
-void scale_diff(Blob<T, A>& blob, accumulator_t<T> s) {
-    detail::scale_one(blob, blob.diff_buffer(), true, s);
-}
-
-/// Σ a.data · b.data, on the side where `a`'s data is fresh (`b`'s is copied there if needed).
-/// 0 when either is uninitialized. \throws ShapeError when the counts differ.
-template <FloatingElement T, SyncedAllocator A>
-[[nodiscard]] accumulator_t<T> dot(const Blob<T, A>& a, const Blob<T, A>& b) {
+SYNCBLOB_NOINLINE accumulator_t<T> dot_general(const Blob<T, A>& a, const Blob<T, A>& b) {
     if (a.count() != b.count()) {
         throw ShapeError("dot: counts differ (" + a.shape_string() + " and " + b.shape_string() + ")");
     }
@@ -166,24 +175,83 @@ template <FloatingElement T, SyncedAllocator A>
     }
     const auto& x = a.data_buffer();
     const auto& y = b.data_buffer();
-    if (detail::runs_on_device<A>(x->head())) {
+    if (runs_on_device<A>(x->head())) {
         if constexpr (A::device_backend::has_device) {
-            const T* px = a.device_data();
-            const T* py = b.device_data();
-            x->record_kernel(true);
-            if (y != x) {
-                y->record_kernel(true);
-            }
+            const auto* px = static_cast<const T*>(x->device_data());
+            const auto* py = static_cast<const T*>(y->device_data());
+            record_kernels(x, y, true);
             return DeviceKernels<typename A::device_backend>::dot(px, py, n, x->stream());
         }
     }
-    const T* px = a.host_data().data();
-    const T* py = b.host_data().data();
-    x->record_kernel(false);
-    if (y != x) {
-        y->record_kernel(false);
-    }
+    const auto* px = static_cast<const T*>(x->host_data());
+    const auto* py = static_cast<const T*>(y->host_data());
+    record_kernels(x, y, false);
     return math::dot(px, py, n);
+}
+
+}  // namespace detail
+
+/// data −= diff, where the data is fresh; the diff follows it (copied there if needed). An
+/// uninitialized diff reads as zeros (nothing changes). \throws StateError when the data is
+/// uninitialized; the blob is then unchanged.
+template <FloatingElement T, SyncedAllocator A>
+void update(Blob<T, A>& blob) {
+    const std::int64_t n = blob.count();
+    const auto& data = blob.data_buffer();
+    const auto& diff = blob.diff_buffer();
+    const T* d = n != 0 ? detail::host_ready<T, A>(diff) : nullptr;
+    if (T* y = d != nullptr ? detail::mutable_host_ready<T>(data) : nullptr) {
+        detail::record_kernels(data, diff, false);
+        math::sub(y, d, n);
+        return;
+    }
+    detail::update_general(blob);
+}
+
+/// Σ|data|. 0 for uninitialized data.
+template <FloatingElement T, SyncedAllocator A>
+[[nodiscard]] accumulator_t<T> asum_data(const Blob<T, A>& blob) {
+    return detail::reduce_one<false, T, A>(blob.count(), blob.data_buffer());
+}
+/// Σ|diff|. 0 for an uninitialized diff.
+template <FloatingElement T, SyncedAllocator A>
+[[nodiscard]] accumulator_t<T> asum_diff(const Blob<T, A>& blob) {
+    return detail::reduce_one<false, T, A>(blob.count(), blob.diff_buffer());
+}
+/// Σdata². 0 for uninitialized data.
+template <FloatingElement T, SyncedAllocator A>
+[[nodiscard]] accumulator_t<T> sumsq_data(const Blob<T, A>& blob) {
+    return detail::reduce_one<true, T, A>(blob.count(), blob.data_buffer());
+}
+/// Σdiff². 0 for an uninitialized diff.
+template <FloatingElement T, SyncedAllocator A>
+[[nodiscard]] accumulator_t<T> sumsq_diff(const Blob<T, A>& blob) {
+    return detail::reduce_one<true, T, A>(blob.count(), blob.diff_buffer());
+}
+/// data *= s, where the data is fresh. Uninitialized data is left as it is (zeros).
+template <FloatingElement T, SyncedAllocator A>
+void scale_data(Blob<T, A>& blob, accumulator_t<T> s) {
+    detail::scale_one<T, A>(blob.count(), blob.data_buffer(), s);
+}
+/// diff *= s, where the diff is fresh. An uninitialized diff is left as it is (zeros).
+template <FloatingElement T, SyncedAllocator A>
+void scale_diff(Blob<T, A>& blob, accumulator_t<T> s) {
+    detail::scale_one<T, A>(blob.count(), blob.diff_buffer(), s);
+}
+
+/// Σ a.data · b.data, on the side where `a`'s data is fresh (`b`'s is copied there if needed).
+/// 0 when either is uninitialized. \throws ShapeError when the counts differ.
+template <FloatingElement T, SyncedAllocator A>
+[[nodiscard]] accumulator_t<T> dot(const Blob<T, A>& a, const Blob<T, A>& b) {
+    const std::int64_t n = a.count();
+    const auto& x = a.data_buffer();
+    const auto& y = b.data_buffer();
+    const T* px = n != 0 && n == b.count() ? detail::host_ready<T, A>(x) : nullptr;
+    if (const T* py = px != nullptr ? detail::host_ready<T, A>(y) : nullptr) {
+        detail::record_kernels(x, y, false);
+        return math::dot(px, py, n);
+    }
+    return detail::dot_general(a, b);
 }
 
 SYNCBLOB_END_NAMESPACE

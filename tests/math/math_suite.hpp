@@ -440,5 +440,63 @@ TEMPLATE_LIST_TEST_CASE("an operand fresh on the other side is copied to where t
         CHECK(s.blob.data_stats().device_kernels == 1);
         CHECK(s.blob.data_stats().transfers() == 0);
         CHECK(s.blob.data_head() == syncblob::Head::at_device);
+
+        // Reductions of a synced head run on the device too, although the host copy is fresh.
+        auto q = math_suite::make_operand<double, TestType>(n, 14, Side::host, true, false);
+        (void)q.blob.device_data();
+        (void)q.blob.device_diff();
+        q.blob.reset_stats();
+        double ra = 0, rs = 0, rd = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            ra += std::abs(q.data[i]);
+            rs += q.diff[i] * q.diff[i];
+            rd += q.data[i] * q.data[i];
+        }
+        CHECK(syncblob::asum_data(q.blob) == Approx(ra).epsilon(1e-12));
+        CHECK(syncblob::sumsq_diff(q.blob) == Approx(rs).epsilon(1e-12));
+        CHECK(syncblob::dot(q.blob, q.blob) == Approx(rd).epsilon(1e-12));
+        CHECK(q.blob.data_stats().device_kernels == 2);  // asum, dot (one buffer, counted once)
+        CHECK(q.blob.diff_stats().device_kernels == 1);
+        CHECK(q.blob.data_stats().host_kernels == 0);
+        CHECK(q.blob.diff_stats().host_kernels == 0);
+        CHECK(q.blob.data_stats().transfers() == 0);
+        CHECK(q.blob.data_head() == syncblob::Head::synced);
+        CHECK(q.blob.diff_head() == syncblob::Head::synced);
     }
+}
+
+TEMPLATE_LIST_TEST_CASE("math writing read-only lent memory copies it first and never writes the memory", "[math]",
+                        MathSuiteAllocators) {
+    constexpr std::size_t n = 37;
+    const auto values = math_suite::make_values<double>(n, 15);
+    const auto lent = values;
+    syncblob::Blob<double, TestType> blob({static_cast<std::int64_t>(n)});
+    blob.set_host_data(lent.data(), n);  // const: lent read-only
+    blob.mutable_host_diff()[0] = 1.0;   // the rest of the diff is zeros
+    double ra = 0;
+    for (const double v : values) {
+        ra += std::abs(v);
+    }
+    CHECK(syncblob::asum_data(blob) == Approx(ra).epsilon(1e-12));  // read in place
+    CHECK(blob.data_stats().host_allocations == 0);
+    CHECK(blob.data_stats().host_kernels == 1);
+
+    syncblob::scale_data(blob, 2.0);
+    CHECK(blob.data_stats().host_allocations == 1);
+    CHECK(blob.data_stats().host_to_host == 1);
+    CHECK(blob.data_stats().host_kernels == 2);
+    CHECK(lent == values);
+    CHECK(blob.host_data().data() != lent.data());
+    for (std::size_t i = 0; i < n; ++i) {
+        CHECK(blob.host_data()[i] == 2.0 * values[i]);
+    }
+
+    syncblob::Blob<double, TestType> other({static_cast<std::int64_t>(n)});
+    other.set_host_data(lent.data(), n);
+    other.mutable_host_diff()[0] = 1.0;
+    syncblob::update(other);
+    CHECK(other.data_stats().host_to_host == 1);
+    CHECK(lent == values);
+    CHECK(other.host_data()[0] == values[0] - 1.0);
+    CHECK(other.host_data()[1] == values[1]);
 }

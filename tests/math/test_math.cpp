@@ -5,6 +5,7 @@
 #include <syncblob/memory/simulated_device.hpp>
 
 #include <tuple>
+#include <vector>
 
 using MathSuiteAllocators = std::tuple<syncblob::HostOnly, syncblob::Simulated>;
 #include "math_suite.hpp"
@@ -50,6 +51,35 @@ TEST_CASE("kernel paths: portable is always supported and each supported path ca
     }
     CHECK_THROWS_AS(syncblob::math::set_parallel_threshold(0), syncblob::StateError);
     CHECK_THROWS_AS(syncblob::math::set_max_threads(0), syncblob::StateError);
+}
+
+TEST_CASE("the first kernel call of a process resolves the requested path, then runs on it", "[math]") {
+    using syncblob::math::KernelPath;
+    namespace detail = syncblob::math::detail;
+    const std::vector<float> x{1.0f, -2.0f, 3.0f, -4.0f, 5.0f, -6.0f, 7.0f, -8.0f, 9.0f};
+    std::vector<float> y(x.size(), 1.0f);
+    for (const auto p : syncblob::math::supported_kernel_paths()) {
+        INFO("path " << syncblob::math::kernel_path_name(p));
+        const syncblob::math::ScopedKernelPath scoped(p);
+        // Each kernel as the first call of a process: the resolved path not yet set.
+        detail::resolved_path().store(KernelPath::automatic);
+        CHECK(syncblob::math::asum(x.data(), 9) == 45.0f);
+        CHECK(detail::resolved_path().load() == p);
+        detail::resolved_path().store(KernelPath::automatic);
+        CHECK(syncblob::math::sumsq(x.data(), 9) == 285.0f);
+        detail::resolved_path().store(KernelPath::automatic);
+        CHECK(syncblob::math::dot(x.data(), y.data(), 9) == 5.0f);
+        detail::resolved_path().store(KernelPath::automatic);
+        syncblob::math::sub(y.data(), x.data(), 9);
+        CHECK(y[1] == 3.0f);
+        detail::resolved_path().store(KernelPath::automatic);
+        syncblob::math::scale(y.data(), 2.0f, 9);
+        CHECK(y[1] == 6.0f);
+        CHECK(detail::resolved_path().load() == p);
+        y.assign(x.size(), 1.0f);
+    }
+    detail::resolved_path().store(KernelPath::automatic);
+    CHECK(syncblob::math::active_kernel_path() == syncblob::math::supported_kernel_paths().back());
 }
 
 TEST_CASE("reductions give the same bits on one thread and on two, and element-wise results agree", "[math]") {

@@ -233,9 +233,11 @@ void run_blocks(std::int64_t blocks, unsigned threads, const Body& body) {
 }
 
 // reduce_blocks for more than one block: out of line (as for_many_blocks), since it runs only where
-// a call costs microseconds, and inlined it would give every small call a stack frame.
+// a call costs microseconds, and inlined it would give every small call a stack frame. `block` is
+// taken by value: a kernel's lambda (two pointers, or a pointer and a scalar) then travels in
+// registers, and the caller stores nothing on the way to a one-block call.
 template <class Acc, class Block>
-SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, const Block& block) {
+SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, Block block) {
     const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
     const auto one = [&](std::int64_t b) {
         const std::int64_t first = b * reduction_block;
@@ -268,9 +270,9 @@ Acc reduce_blocks(std::int64_t n, const Block& block) {
     return n <= reduction_block ? block(std::int64_t{0}, n) : reduce_many_blocks<Acc>(n, block);
 }
 
-// for_blocks for more than one block (out of line, as reduce_many_blocks).
+// for_blocks for more than one block (out of line and by value, as reduce_many_blocks).
 template <class Body>
-SYNCBLOB_NOINLINE void for_many_blocks(std::int64_t n, const Body& body) {
+SYNCBLOB_NOINLINE void for_many_blocks(std::int64_t n, Body body) {
     const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
     const unsigned threads = threads_for(n, blocks);
     if (threads <= 1) {
@@ -296,38 +298,51 @@ void for_blocks(std::int64_t n, const Body& body) {
 
 }  // namespace detail
 
+namespace detail {
+// The first kernel call of a process (or one racing with it): resolves the path, then dispatches
+// again. Out of line, so the dispatcher itself makes only tail calls and needs no stack frame.
+template <auto Block, class... Args>
+SYNCBLOB_NOINLINE auto resolve_then(Args... args) {
+    resolve_path();
+    return Block(args...);
+}
+}  // namespace detail
+
 // The dispatch: one relaxed load, a switch and a jump into the kernel (the portable kernels are
-// reached through detail::fallback, out of line, so the dispatcher needs no stack frame).
-#define SYNCBLOB_MATH_DISPATCH(call)       \
-    switch (active_kernel_path()) {        \
-        case KernelPath::avx512:           \
-            return detail::avx512::call;   \
-        case KernelPath::avx2:             \
-            return detail::avx2::call;     \
-        default:                           \
-            return detail::fallback::call; \
-    }
+// reached through detail::fallback, out of line, for the same reason as resolve_then).
+#define SYNCBLOB_MATH_DISPATCH(name, ...)                              \
+    switch (detail::resolved_path().load(std::memory_order_relaxed)) { \
+        case KernelPath::avx512:                                       \
+            return detail::avx512::name(__VA_ARGS__);                  \
+        case KernelPath::avx2:                                         \
+            return detail::avx2::name(__VA_ARGS__);                    \
+        case KernelPath::portable:                                     \
+            return detail::fallback::name(__VA_ARGS__);                \
+        case KernelPath::automatic:                                    \
+            break;                                                     \
+    }                                                                  \
+    return detail::resolve_then<&name##_block<T>>(__VA_ARGS__);
 
 namespace detail {
 template <FloatingElement T>
 accumulator_t<T> asum_block(const T* x, std::int64_t n) {
-    SYNCBLOB_MATH_DISPATCH(asum(x, n))
+    SYNCBLOB_MATH_DISPATCH(asum, x, n)
 }
 template <FloatingElement T>
 accumulator_t<T> sumsq_block(const T* x, std::int64_t n) {
-    SYNCBLOB_MATH_DISPATCH(sumsq(x, n))
+    SYNCBLOB_MATH_DISPATCH(sumsq, x, n)
 }
 template <FloatingElement T>
 accumulator_t<T> dot_block(const T* x, const T* y, std::int64_t n) {
-    SYNCBLOB_MATH_DISPATCH(dot(x, y, n))
+    SYNCBLOB_MATH_DISPATCH(dot, x, y, n)
 }
 template <FloatingElement T>
 void sub_block(T* y, const T* x, std::int64_t n) {
-    SYNCBLOB_MATH_DISPATCH(sub(y, x, n))
+    SYNCBLOB_MATH_DISPATCH(sub, y, x, n)
 }
 template <FloatingElement T>
 void scale_block(T* x, accumulator_t<T> alpha, std::int64_t n) {
-    SYNCBLOB_MATH_DISPATCH(scale(x, alpha, n))
+    SYNCBLOB_MATH_DISPATCH(scale, x, alpha, n)
 }
 }  // namespace detail
 
