@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include "../../core/element.hpp"
 #include "../device_kernels.hpp"
@@ -69,13 +68,24 @@ inline bool cpu_has_avx512() noexcept {
 #define SYNCBLOB_KERNEL_PLACEMENT aligned(64), optimize("align-loops=64")
 #endif
 
+// How a kernel's instructions are scheduled: with g++, for a generic x86-64 whatever the consumer's
+// `-mtune`/`-march`, so a `-march=native` build runs the same instruction sequence as a default
+// build, the one the benchmark measures in both (docs/benchmarks.md, "Code placement"). Clang 14
+// has no `tune=` in the target attribute.
+#if defined(__clang__)
+#define SYNCBLOB_KERNEL_TUNE ""
+#else
+#define SYNCBLOB_KERNEL_TUNE ",tune=generic"
+#endif
+
 // ---- AVX2 + FMA + F16C ------------------------------------------------------------------------
 namespace avx2 {
 
-#define SYNCBLOB_SIMD_FN __attribute__((target("avx2,fma,f16c"))) inline
-#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx2,fma,f16c"), SYNCBLOB_KERNEL_PLACEMENT)) inline
-#define SYNCBLOB_SIMD_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
-#define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx2,fma,f16c")))
+#define SYNCBLOB_SIMD_FN __attribute__((target("avx2,fma,f16c" SYNCBLOB_KERNEL_TUNE))) inline
+#define SYNCBLOB_SIMD_ENTRY \
+    __attribute__((target("avx2,fma,f16c" SYNCBLOB_KERNEL_TUNE), SYNCBLOB_KERNEL_PLACEMENT)) inline
+#define SYNCBLOB_SIMD_INLINE __attribute__((target("avx2,fma,f16c" SYNCBLOB_KERNEL_TUNE), always_inline)) inline
+#define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx2,fma,f16c" SYNCBLOB_KERNEL_TUNE)))
 
 template <class T>
 struct Simd;
@@ -167,10 +177,10 @@ struct Simd<double> {
 // ---- AVX-512F ---------------------------------------------------------------------------------
 namespace avx512 {
 
-#define SYNCBLOB_SIMD_FN __attribute__((target("avx512f"))) inline
-#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx512f"), SYNCBLOB_KERNEL_PLACEMENT)) inline
-#define SYNCBLOB_SIMD_INLINE __attribute__((target("avx512f"), always_inline)) inline
-#define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx512f")))
+#define SYNCBLOB_SIMD_FN __attribute__((target("avx512f" SYNCBLOB_KERNEL_TUNE))) inline
+#define SYNCBLOB_SIMD_ENTRY __attribute__((target("avx512f" SYNCBLOB_KERNEL_TUNE), SYNCBLOB_KERNEL_PLACEMENT)) inline
+#define SYNCBLOB_SIMD_INLINE __attribute__((target("avx512f" SYNCBLOB_KERNEL_TUNE), always_inline)) inline
+#define SYNCBLOB_SIMD_LAMBDA __attribute__((target("avx512f" SYNCBLOB_KERNEL_TUNE)))
 
 // GCC 12's _mm512_reduce_add_*, _mm512_cast*512_*256 and the unmasked conversions read
 // _mm512_undefined_*(), which -Wuninitialized flags in sanitizer builds, so the masked forms are used.
@@ -271,6 +281,7 @@ struct Simd<double> {
 }  // namespace avx512
 
 #undef SYNCBLOB_KERNEL_PLACEMENT
+#undef SYNCBLOB_KERNEL_TUNE
 
 // The portable kernels as the dispatch's fallback, out of line: inlined, Eigen's code would give the
 // dispatcher a stack frame that every call, whatever its path, sets up and tears down.
