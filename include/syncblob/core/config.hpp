@@ -37,9 +37,10 @@
 #define SYNCBLOB_NOINLINE
 #endif
 
-/// Inlines an accessor's fast path (a state check and a pointer) into every caller whatever the
-/// compiler's size heuristics, which otherwise keep it out of line for the sake of the slow call it
-/// ends in; the math's small calls then run without a call, a stack frame or spilled arguments.
+/// Inlines a fast path of a few instructions (an accessor's state check and pointer, the kernel
+/// count) into every caller whatever the compiler's size heuristics, which kept the accessors out of
+/// line for the sake of the slow call they end in; the math's small calls then run without a call,
+/// a stack frame or spilled arguments.
 #if defined(__GNUC__) || defined(__clang__)
 #define SYNCBLOB_ALWAYS_INLINE __attribute__((always_inline)) inline
 #elif defined(_MSC_VER)

@@ -296,9 +296,6 @@ void for_blocks(std::int64_t n, const Body& body) {
     for_many_blocks(n, body);
 }
 
-}  // namespace detail
-
-namespace detail {
 // The first kernel call of a process (or one racing with it): resolves the path, then dispatches
 // again. Out of line, so the dispatcher itself makes only tail calls and needs no stack frame.
 template <auto Block, class... Args>

@@ -329,10 +329,12 @@ public:
 
     /// Records that a math kernel ran on the host (`on_device == false`) or the device. Neither the
     /// buffer's lock nor an atomic increment: a locked read-modify-write waits for the stores before
-    /// it, and in front of a host `scale` it added about a third to 1024 floats and doubled 256, while
-    /// a relaxed load and store added nothing measurable. Math calls racing on one buffer from several
-    /// threads may therefore count fewer kernels than ran; allocations and copies are counted under
-    /// the lock, exactly.
+    /// it, and in front of a host `scale` it added about a third to 1024 floats and doubled 256. A
+    /// relaxed load and store costs less, though not nothing: in the native benchmark build, before
+    /// the hot members shared a cache line, `scale` of 1024 floats ran at 0.88 of the probe with it
+    /// and 0.94 without (docs/benchmarks.md). Math calls racing on one buffer from several threads
+    /// may therefore count fewer kernels than ran; allocations and copies are counted under the
+    /// lock, exactly.
     SYNCBLOB_ALWAYS_INLINE void record_kernel(bool on_device) const noexcept {
         auto& count = on_device ? device_kernels_ : host_kernels_;
         count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
