@@ -36,6 +36,8 @@ namespace detail {
 // kernel count and a jump into the kernel, with no stack frame and no call that returns. Everything
 // else (empty or uninitialized buffers, device heads, stale host copies, errors) goes to the
 // out-of-line general part, which would otherwise give every small call its frame and spills.
+// A blob with elements always has both buffers (only a blob without a shape has none, and its
+// count is 0), so `n != 0` is the only guard a buffer pointer needs.
 
 // True when math on a buffer with this head runs on the device.
 template <SyncedAllocator A>
@@ -76,7 +78,7 @@ SYNCBLOB_ALWAYS_INLINE void record_kernels(const Buffer& a, const Buffer& b, boo
 
 template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>
 SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(std::int64_t n, const Buffer& buffer) {
-    const Head head = buffer && n != 0 ? buffer->head() : Head::uninitialized;
+    const Head head = n != 0 ? buffer->head() : Head::uninitialized;
     if (head == Head::uninitialized) {
         return 0;
     }
@@ -96,7 +98,7 @@ SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(std::int64_t n, const Buffer& 
 // Σ|x| (Squares: Σx²) over the n elements of a blob's data or diff buffer.
 template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>
 accumulator_t<T> reduce_one(std::int64_t n, const Buffer& buffer) {
-    if (const T* p = n != 0 && buffer ? host_ready<T, A>(buffer) : nullptr) {
+    if (const T* p = n != 0 ? host_ready<T, A>(buffer) : nullptr) {
         buffer->record_kernel(false);
         return Squares ? math::sumsq(p, n) : math::asum(p, n);
     }
@@ -105,7 +107,7 @@ accumulator_t<T> reduce_one(std::int64_t n, const Buffer& buffer) {
 
 template <FloatingElement T, SyncedAllocator A, class Buffer>
 SYNCBLOB_NOINLINE void scale_general(std::int64_t n, const Buffer& buffer, accumulator_t<T> alpha) {
-    const Head head = buffer && n != 0 ? buffer->head() : Head::uninitialized;
+    const Head head = n != 0 ? buffer->head() : Head::uninitialized;
     if (head == Head::uninitialized) {
         return;  // zeros stay zeros
     }
@@ -125,7 +127,7 @@ SYNCBLOB_NOINLINE void scale_general(std::int64_t n, const Buffer& buffer, accum
 // x *= alpha over the n elements of a blob's data or diff buffer.
 template <FloatingElement T, SyncedAllocator A, class Buffer>
 void scale_one(std::int64_t n, const Buffer& buffer, accumulator_t<T> alpha) {
-    if (T* p = n != 0 && buffer ? mutable_host_ready<T>(buffer) : nullptr) {
+    if (T* p = n != 0 ? mutable_host_ready<T>(buffer) : nullptr) {
         buffer->record_kernel(false);
         math::scale(p, alpha, n);
         return;

@@ -362,6 +362,10 @@ TEMPLATE_LIST_TEST_CASE("math on uninitialized data reads zeros without allocati
         syncblob::Blob<T, TestType> none;
         syncblob::update(none);
         CHECK(syncblob::asum_data(none) == 0);
+        CHECK(syncblob::sumsq_diff(none) == 0);
+        CHECK(syncblob::dot(none, none) == 0);
+        syncblob::scale_data(none, 2.0f);
+        CHECK(none.data_stats().host_kernels + none.data_stats().device_kernels == 0);
     });
 }
 
