@@ -17,6 +17,7 @@
 /// half and bfloat16 map as `Eigen::half` / `Eigen::bfloat16` (bit-identical; checked at compile time).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "blob.hpp"
 #include "core/element.hpp"
 #include "core/error.hpp"
+#include "core/shape.hpp"
 #include "math/detail/portable_kernels.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -66,7 +68,8 @@ std::pair<std::int64_t, std::int64_t> matrix_extents(const char* op, const Blob<
         rows = blob.num_axes() == 0 ? 1 : blob.shape(0);
         cols = rows == 0 ? 0 : blob.count() / rows;
     }
-    if (rows < 0 || cols < 0 || rows * cols != blob.count()) {
+    const auto covered = rows < 0 || cols < 0 ? std::nullopt : multiply_extents(rows, cols);
+    if (!covered || *covered != blob.count()) {
         throw ShapeError(std::string(op) + ": a " + std::to_string(rows) + " x " + std::to_string(cols) +
                          " view does not cover blob " + blob.shape_string());
     }

@@ -73,6 +73,22 @@ TEST_CASE("matrix views check their extents against the count", "[math]") {
     CHECK(syncblob::data_matrix(empty).size() == 0);
 }
 
+TEST_CASE("a matrix view whose rows x cols overflows is refused, not wrapped to the count", "[math]") {
+    // 2^32 x 2^32 wraps to 0 in int64 arithmetic, which would match an empty blob's count.
+    constexpr std::int64_t big = std::int64_t{1} << 32;
+    syncblob::Blob<float> empty({0});
+    CHECK_THROWS_WITH(syncblob::data_matrix(empty, big, big),
+                      Catch::Contains("data_matrix") && Catch::Contains("4294967296 x 4294967296"));
+    CHECK_THROWS_AS(syncblob::mutable_data_matrix(empty, big, big), syncblob::ShapeError);
+    CHECK_THROWS_AS(syncblob::diff_matrix(empty, big, big), syncblob::ShapeError);
+    CHECK_THROWS_AS(syncblob::mutable_diff_matrix(empty, big, big), syncblob::ShapeError);
+    // The same wrap onto a non-zero count: (2^62 + 6) x 4 = 2^64 + 24.
+    syncblob::Blob<float> b({24});
+    const std::int64_t wraps_to_24 = (std::int64_t{1} << 62) + 6;
+    CHECK_THROWS_AS(syncblob::data_matrix(b, wraps_to_24, 4), syncblob::ShapeError);
+    CHECK(b.data_head() == Head::uninitialized);
+}
+
 TEST_CASE("with_alignment gives an aligned map for owned memory and an unaligned one for borrowed memory", "[math]") {
     syncblob::Blob<float> owned({33});
     owned.fill(1.0f);

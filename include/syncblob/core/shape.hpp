@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <ranges>
 #include <span>
@@ -27,6 +28,48 @@ namespace detail {
 template <class R>
 concept ExtentRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
     std::integral<std::ranges::range_value_t<R>> && !std::same_as<std::ranges::range_value_t<R>, bool>;
+
+/// `a * b` for non-negative `a` and `b`, or nothing when the product does not fit in `std::int64_t`.
+/// Every product of extents that comes from a caller or a file goes through here.
+[[nodiscard]] constexpr std::optional<std::int64_t> multiply_extents(std::int64_t a, std::int64_t b) noexcept {
+    if (b != 0 && a > std::numeric_limits<std::int64_t>::max() / b) {
+        return std::nullopt;
+    }
+    return a * b;
+}
+
+/// What is wrong with `extents` as a shape, or nothing: more than 32 axes, a negative extent, or a
+/// product of the non-zero extents that overflows `std::int64_t`. A zero extent makes the count 0 but
+/// hides nothing: every run of axes is multiplied somewhere (`count(start, end)`, strides), so the
+/// product of the others must fit too.
+[[nodiscard]] inline std::optional<std::string> extents_problem(std::span<const std::int64_t> extents) {
+    constexpr std::size_t max_axes = 32;
+    if (extents.size() > max_axes) {
+        return std::to_string(extents.size()) + " axes given, at most " + std::to_string(max_axes) + " are supported";
+    }
+    std::int64_t product = 1;
+    for (std::size_t i = 0; i < extents.size(); ++i) {
+        const std::int64_t e = extents[i];
+        if (e < 0) {
+            return "extent " + std::to_string(e) + " on axis " + std::to_string(i) + " is negative";
+        }
+        const auto next = multiply_extents(product, e == 0 ? 1 : e);
+        if (!next) {
+            return "element count overflows int64 at axis " + std::to_string(i) + " (extent " + std::to_string(e) + ")";
+        }
+        product = *next;
+    }
+    return std::nullopt;
+}
+
+/// The element count of extents that `extents_problem` accepted.
+[[nodiscard]] constexpr std::int64_t count_of(std::span<const std::int64_t> extents) noexcept {
+    std::int64_t product = 1;
+    for (const std::int64_t e : extents) {
+        product *= e;
+    }
+    return product;
+}
 }  // namespace detail
 
 /// The extents of an N-d array, N ≤ 32. Every constructed shape has non-negative
@@ -135,37 +178,14 @@ public:
 
 private:
     void assign(std::span<const std::int64_t> extents) {
-        if (extents.size() > max_axes) {
-            throw_too_many_axes(extents.size());
-        }
-        // The product of the non-zero extents must fit too (not only the count, which a zero extent
-        // makes 0): count(start, end) multiplies any run of axes and must not overflow either.
-        std::int64_t product = 1;
-        bool has_zero = false;
-        for (std::size_t i = 0; i < extents.size(); ++i) {
-            const std::int64_t e = extents[i];
-            if (e < 0) {
-                throw ShapeError("Shape: extent " + std::to_string(e) + " on axis " + std::to_string(i) +
-                                 " is negative");
-            }
-            if (e == 0) {
-                has_zero = true;
-                continue;
-            }
-            if (product > std::numeric_limits<std::int64_t>::max() / e) {
-                throw ShapeError("Shape: element count overflows int64 at axis " + std::to_string(i) + " (extent " +
-                                 std::to_string(e) + ")");
-            }
-            product *= e;
-        }
-        if (has_zero) {
-            product = 0;
+        if (auto problem = detail::extents_problem(extents)) {
+            throw ShapeError("Shape: " + *problem);
         }
         // Only now that every check passed does the object change.
         std::copy(extents.begin(), extents.end(), extents_.begin());
         std::fill(extents_.begin() + static_cast<std::ptrdiff_t>(extents.size()), extents_.end(), 0);
         rank_ = static_cast<std::uint8_t>(extents.size());
-        count_ = product;
+        count_ = detail::count_of(extents);
     }
 
     [[noreturn]] static void throw_too_many_axes(std::size_t n) {
