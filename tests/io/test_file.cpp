@@ -4,22 +4,38 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <syncblob/io/detail/convert.hpp>
 #include <syncblob/io/file.hpp>
+#include <thread>
 #include <vector>
 
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -35,6 +51,103 @@ void spit(const fs::path& p, const std::string& text) {
 
 std::size_t entries(const fs::path& folder) {
     return static_cast<std::size_t>(std::distance(fs::directory_iterator(folder), fs::directory_iterator()));
+}
+
+// The names in `folder`, sorted and joined with ", " (a failed CHECK then shows a leftover by name).
+std::string names_in(const fs::path& folder) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(folder)) {
+        names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    std::string out;
+    for (const auto& name : names) {
+        out += (out.empty() ? "" : ", ") + name;
+    }
+    return out;
+}
+
+// The st_mode of `p` itself (lstat: a symbolic link is not followed); 0 when it does not exist.
+mode_t mode_of(const fs::path& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0 ? st.st_mode : 0;
+}
+
+// Leaves a UNIX socket file at `p` (bound, then closed: the file stays, but nothing can open it).
+bool make_socket(const fs::path& p) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string name = p.string();
+    if (name.size() >= sizeof address.sun_path) {
+        return false;
+    }
+    std::memcpy(address.sun_path, name.c_str(), name.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    return bound;
+}
+
+// The message of the IOError that saving "new" to `target` throws; `called` tells whether the
+// writing function ran.
+std::string save_refusal(const fs::path& target, bool& called) {
+    called = false;
+    return test::message_of<IOError>([&] {
+        io::save_atomic(target, {}, [&](io::FileWriter& w) {
+            called = true;
+            w.write("new", 3);
+        });
+    });
+}
+
+// Forks a child that saves `target` with a writer that writes 1 MiB and then kills its own process
+// with SIGKILL; returns the child's wait status. The child never returns into Catch: it dies, or
+// it _exits with 3 when the save returned and 4 when it threw.
+int status_of_save_killed_midway(const fs::path& target) {
+    const std::string block(1 << 20, 'k');
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        try {
+            io::save_atomic(target, {}, [&](io::FileWriter& w) {
+                w.write(block.data(), block.size());
+                ::raise(SIGKILL);
+            });
+        } catch (...) {
+            ::_exit(4);
+        }
+        ::_exit(3);
+    }
+    REQUIRE(pid > 0);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        REQUIRE(errno == EINTR);
+    }
+    return status;
+}
+
+// Runs `io::read_file(file, 100)` on another thread and returns its IOError's message. When the
+// call has not returned after 5 s (blocked opening a FIFO that has no writer), opens the FIFO for
+// writing to release it and fails the test instead of hanging.
+std::string load_refusal(const fs::path& file) {
+    auto load = std::async(std::launch::async,
+                           [&] { return test::message_of<IOError>([&] { (void)io::read_file(file, 100); }); });
+    if (load.wait_for(std::chrono::seconds(5)) == std::future_status::ready) {
+        return load.get();
+    }
+    for (int attempt = 0; attempt < 500; ++attempt) {
+        const int writer = ::open(file.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (writer >= 0) {
+            ::close(writer);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::string message = load.get();
+    FAIL("read_file(\"" << file.string() << "\") blocked for 5 s; released, it said: " << message);
+    return message;
 }
 
 }  // namespace
@@ -87,6 +200,169 @@ TEST_CASE("save_atomic into a missing folder is an IOError naming the target", "
     CHECK_FALSE(called);
 }
 
+TEST_CASE("save_atomic refuses to replace a FIFO, a socket or a directory", "[io][file][save]") {
+    const test::TempDir dir;
+    bool called = false;
+    SECTION("a FIFO") {
+        const fs::path fifo = dir.path() / "pipe";
+        REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+        CHECK_THAT(save_refusal(fifo, called),
+                   Contains("save: cannot replace \"" + fifo.string() + "\": is a FIFO, not a regular file"));
+        CHECK(S_ISFIFO(mode_of(fifo)));
+    }
+    SECTION("a socket") {
+        const fs::path socket = dir.path() / "sock";
+        REQUIRE(make_socket(socket));
+        CHECK_THAT(save_refusal(socket, called),
+                   Contains("save: cannot replace \"" + socket.string() + "\": is a socket, not a regular file"));
+        CHECK(S_ISSOCK(mode_of(socket)));
+    }
+    SECTION("a directory") {
+        const fs::path folder = dir.path() / "sub";
+        fs::create_directory(folder);
+        CHECK_THAT(save_refusal(folder, called), Contains("\"" + folder.string() + "\": is a directory"));
+        CHECK(S_ISDIR(mode_of(folder)));
+        CHECK(entries(folder) == 0);
+    }
+    CHECK_FALSE(called);
+    CHECK(entries(dir.path()) == 1);  // nothing was created beside it
+}
+
+TEST_CASE("save_atomic refuses to replace /dev/null", "[io][file][save]") {
+    bool called = false;
+    CHECK_THAT(save_refusal("/dev/null", called),
+               Contains("save: cannot replace \"/dev/null\": is a character device, not a regular file"));
+    CHECK_FALSE(called);
+    const mode_t mode = mode_of("/dev/null");
+    CHECK(S_ISCHR(mode));
+    if (!S_ISCHR(mode) && ::geteuid() == 0) {  // a regression replaced it: give the machine its /dev/null back
+        (void)::unlink("/dev/null");
+        (void)::mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+        (void)::chmod("/dev/null", 0666);
+    }
+}
+
+TEST_CASE("save_atomic through a symbolic link replaces the file it leads to, not the link", "[io][file][save]") {
+    const test::TempDir dir;
+    fs::create_directory(dir.path() / "data");
+    fs::create_directory(dir.path() / "links");
+    const fs::path real = dir.path() / "data" / "weights.bin";
+    spit(real, "old contents");
+    const fs::path link1 = dir.path() / "links" / "first";
+    const fs::path link2 = dir.path() / "links" / "second";
+    fs::create_symlink("../data/weights.bin", link1);  // relative: resolved from the link's folder
+    fs::create_symlink("first", link2);                // a chain of two links
+    io::save_atomic(link2, {}, [](io::FileWriter& w) { w.write("new", 3); });
+    CHECK(slurp(real) == "new");
+    CHECK(S_ISLNK(mode_of(link1)));
+    CHECK(S_ISLNK(mode_of(link2)));
+    CHECK(fs::read_symlink(link2) == "first");
+    CHECK(names_in(dir.path() / "links") == "first, second");
+    CHECK(names_in(dir.path() / "data") == "weights.bin");  // the temporary was beside the file, and is gone
+}
+
+TEST_CASE("save_atomic refuses a symbolic link to a FIFO and a dangling one", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path link = dir.path() / "link";
+    bool called = false;
+    SECTION("a link to a FIFO") {
+        const fs::path fifo = dir.path() / "pipe";
+        REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+        fs::create_symlink(fifo, link);
+        CHECK_THAT(save_refusal(link, called), Contains("save: cannot replace \"" + link.string() + "\"") &&
+                                                   Contains("\"" + fifo.string() + "\", which is a FIFO"));
+        CHECK(S_ISFIFO(mode_of(fifo)));
+        CHECK(names_in(dir.path()) == "link, pipe");
+    }
+    SECTION("a dangling link") {
+        fs::create_symlink("missing.bin", link);
+        CHECK_THAT(save_refusal(link, called), Contains("save: cannot replace \"" + link.string() + "\"") &&
+                                                   Contains("is a dangling symbolic link"));
+        CHECK(names_in(dir.path()) == "link");
+    }
+    CHECK_FALSE(called);
+    CHECK(S_ISLNK(mode_of(link)));
+}
+
+TEST_CASE("save_atomic killed midway leaves no temporary file behind", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path target = dir.path() / "weights.bin";
+    SECTION("a new file") {
+        const int status = status_of_save_killed_midway(target);
+        REQUIRE(WIFSIGNALED(status));
+        CHECK(WTERMSIG(status) == SIGKILL);
+        CHECK(names_in(dir.path()).empty());
+    }
+    SECTION("over an old file, which stays intact") {
+        spit(target, "old contents");
+        const int status = status_of_save_killed_midway(target);
+        REQUIRE(WIFSIGNALED(status));
+        CHECK(WTERMSIG(status) == SIGKILL);
+        CHECK(names_in(dir.path()) == "weights.bin");
+        CHECK(slurp(target) == "old contents");
+    }
+}
+
+TEST_CASE("save_atomic over a file makes a new one: a mapping of the old file keeps its bytes", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path target = dir.path() / "weights.bin";
+    const std::size_t size = std::size_t{3} * 4096;
+    spit(target, std::string(size, 'o'));
+    struct stat before {};
+    REQUIRE(::stat(target.c_str(), &before) == 0);
+    const int fd = ::open(target.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    REQUIRE(mapping != MAP_FAILED);
+    io::save_atomic(target, {}, [&](io::FileWriter& w) { w.write(std::string(size, 'n').data(), size); });
+    const std::string mapped(static_cast<const char*>(mapping), size);
+    ::munmap(mapping, size);
+    CHECK(mapped.find_first_not_of('o') == std::string::npos);  // the old bytes, all of them
+    CHECK(slurp(target) == std::string(size, 'n'));
+    struct stat after {};
+    REQUIRE(::stat(target.c_str(), &after) == 0);
+    CHECK(after.st_ino != before.st_ino);
+}
+
+TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed unless committed", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path target = dir.path() / "weights.bin";
+    spit(target, "old contents");
+#if defined(__linux__)
+    SECTION("unnamed (O_TMPFILE): nothing appears in the folder until the commit") {
+        detail::TemporaryFile file(target);
+        CHECK(file.name().empty());
+        CHECK(file.path() == target);
+        CHECK(::write(file.fd(), "new", 3) == 3);
+        CHECK(names_in(dir.path()) == "weights.bin");
+        file.commit(true);
+        CHECK(names_in(dir.path()) == "weights.bin");
+        CHECK(slurp(target) == "new");
+    }
+#endif
+    SECTION("the named fallback, committed") {
+        detail::TemporaryFile file(target, /*allow_unnamed=*/false);
+        CHECK(file.name().parent_path() == dir.path());
+        CHECK_THAT(file.name().filename().string(), Catch::Matchers::StartsWith(".weights.bin.tmp-"));
+        CHECK(::write(file.fd(), "new", 3) == 3);
+        CHECK(entries(dir.path()) == 2);
+        file.commit(true);
+        CHECK(file.name().empty());
+        CHECK(names_in(dir.path()) == "weights.bin");
+        CHECK(slurp(target) == "new");
+    }
+    SECTION("the named fallback, abandoned") {
+        {
+            detail::TemporaryFile file(target, /*allow_unnamed=*/false);
+            CHECK(::write(file.fd(), "new", 3) == 3);
+            CHECK(entries(dir.path()) == 2);
+        }
+        CHECK(names_in(dir.path()) == "weights.bin");
+        CHECK(slurp(target) == "old contents");
+    }
+}
+
 TEST_CASE("read_file reads everything and enforces the byte limit", "[io][file]") {
     const test::TempDir dir;
     const fs::path file = dir.path() / "data.txt";
@@ -97,6 +373,32 @@ TEST_CASE("read_file reads everything and enforces the byte limit", "[io][file]"
     CHECK_THAT(test::message_of<IOError>([&] { (void)io::read_file(dir.path() / "missing.txt", 10); }),
                Catch::Matchers::Contains("missing.txt") && Catch::Matchers::Contains("No such file"));
     CHECK_THROWS_AS(io::read_file(dir.path(), 10), IOError);  // a folder is not a regular file
+}
+
+TEST_CASE("read_file refuses a FIFO at once instead of waiting for a writer", "[io][file][load]") {
+    const test::TempDir dir;
+    const fs::path fifo = dir.path() / "pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const std::string message = load_refusal(fifo);
+    CHECK_THAT(message, Contains("open: cannot open \"" + fifo.string() + "\": is a FIFO, not a regular file"));
+}
+
+TEST_CASE("read_file names what a path is when it is not a regular file", "[io][file][load]") {
+    const test::TempDir dir;
+    SECTION("a directory") {
+        const std::string message = load_refusal(dir.path());
+        CHECK_THAT(message, Contains("\"" + dir.path().string() + "\": is a directory"));
+    }
+    SECTION("a socket, which cannot be opened at all") {
+        const fs::path socket = dir.path() / "sock";
+        REQUIRE(make_socket(socket));
+        const std::string message = load_refusal(socket);
+        CHECK_THAT(message, Contains("\"" + socket.string() + "\": is a socket"));
+    }
+    SECTION("a character device") {
+        const std::string message = load_refusal("/dev/null");
+        CHECK_THAT(message, Contains("\"/dev/null\": is a character device"));
+    }
 }
 
 TEST_CASE("throw_format_error formats source, where and what", "[io][file]") {

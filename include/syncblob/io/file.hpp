@@ -6,51 +6,22 @@
 /// whole-file reads, atomic saving (temporary file beside the target, then rename) and the
 /// `FormatError` convention "<source>: <where>: <what>".
 
-#include <atomic>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include "../core/error.hpp"
+#include "detail/atomic_save.hpp"
 #include "detail/format_error.hpp"
 #include "detail/posix_file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
-
-namespace detail {
-
-// Creates a new temporary file beside `target` (same folder, so the rename is atomic).
-inline std::pair<FileDescriptor, std::filesystem::path> create_temporary_beside(const std::filesystem::path& target) {
-    static std::atomic<std::uint64_t> counter{0};
-    const std::filesystem::path folder = target.parent_path();
-    for (int attempt = 0;; ++attempt) {
-        std::string name(".");  // appended piecewise: g++ 12 -O3 misreports "lit" + string (-Wrestrict)
-        name.append(target.filename().string()).append(".tmp-").append(std::to_string(::getpid()));
-        name.append("-").append(std::to_string(counter.fetch_add(1, std::memory_order_relaxed)));
-        std::filesystem::path temporary = folder.empty() ? std::filesystem::path(name) : folder / name;
-        const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            return {FileDescriptor(fd), std::move(temporary)};
-        }
-        if ((errno != EEXIST && errno != EINTR) || attempt > 100) {
-            throw_io_error("save", "cannot create a temporary file beside", target, errno);
-        }
-    }
-}
-
-inline void fsync_folder(const std::filesystem::path& target) {
-    const std::filesystem::path folder = target.parent_path().empty() ? "." : target.parent_path();
-    FileDescriptor dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir.valid() && ::fsync(dir.get()) != 0 && errno != EINVAL) {
-        throw_io_error("save", "cannot fsync the folder of", target, errno);
-    }
-}
-
-}  // namespace detail
 
 namespace io {
 
@@ -108,12 +79,12 @@ public:
         const auto* in = static_cast<const char*>(data);
         while (bytes != 0) {
             const std::size_t chunk = bytes < detail::max_io_chunk ? bytes : detail::max_io_chunk;
-            const ssize_t n = ::write(fd_.get(), in, chunk);
+            const ssize_t n = ::write(file_.fd(), in, chunk);
             if (n < 0) {
                 if (errno == EINTR) {
                     continue;
                 }
-                detail::throw_io_error("save", "cannot write", path_, errno);
+                detail::throw_io_error("save", "cannot write", path(), errno);
             }
             const auto put = static_cast<std::size_t>(n);
             in += put;
@@ -127,7 +98,7 @@ public:
     /// and the file ends where the writes end.
     void reserve(std::uint64_t total) noexcept {
 #if defined(__linux__)
-        if (total > reserved_ && ::fallocate(fd_.get(), 0, 0, static_cast<off_t>(total)) == 0) {
+        if (total > reserved_ && ::fallocate(file_.fd(), 0, 0, static_cast<off_t>(total)) == 0) {
             reserved_ = total;
         }
 #else
@@ -140,56 +111,48 @@ public:
         return written_;
     }
 
-    /// The temporary file being written.
+    /// The file being written, for messages: the temporary file's name, or the file it will
+    /// replace while the temporary has no name (Linux's `O_TMPFILE`).
     [[nodiscard]] const std::filesystem::path& path() const noexcept {
-        return path_;
+        return file_.path();
     }
 
 private:
     template <class Fn>
     friend void save_atomic(const std::filesystem::path& target, const SaveOptions& options, Fn&& write_fn);
 
-    FileWriter(detail::FileDescriptor fd, std::filesystem::path path) noexcept
-        : fd_(std::move(fd)), path_(std::move(path)) {}
+    explicit FileWriter(std::filesystem::path destination) : file_(std::move(destination)) {}
 
-    detail::FileDescriptor fd_;
-    std::filesystem::path path_;
+    detail::TemporaryFile file_;
     std::uint64_t written_ = 0;
     std::uint64_t reserved_ = 0;
 };
 
-/// Saves `target` atomically: calls `write_fn(FileWriter&)` to write a temporary file beside the
-/// target, then renames it over the target (with `options.fsync`, syncing first). On any failure,
-/// including an exception from `write_fn`, the temporary file is removed, an old file at `target`
-/// stays intact, and the exception propagates. \throws IOError on a file-system failure.
+/// Saves `target` atomically: calls `write_fn(FileWriter&)` to write a temporary file in the
+/// target's folder, then renames it over the target (with `options.fsync`, syncing the file before
+/// and the folder after). Readers see the old file or the new one, never a part; the new file is a
+/// new inode, so a mapping of the old file keeps its bytes. On any failure, including an exception
+/// from `write_fn`, the temporary file is removed, an old file at `target` stays intact, and the
+/// exception propagates. On Linux the temporary has no name until the rename (`O_TMPFILE`), so a
+/// process killed while writing leaves nothing behind either.
+///
+/// Only a regular file is ever replaced. A `target` that is a symbolic link is followed (through
+/// any chain of links) and the regular file it leads to is replaced, in that file's folder; the
+/// link stays a link. A `target` that is, or whose links lead to, anything else (a directory, a
+/// device such as /dev/null, a FIFO, a socket) and a link that leads nowhere are refused before
+/// `write_fn` runs and before anything is created: an IOError saying what it is ("save: cannot
+/// replace \"/dev/null\": is a character device, not a regular file"; "...: is a dangling symbolic
+/// link ..."). \throws IOError on a refused target or a file-system failure.
 template <class Fn>
 void save_atomic(const std::filesystem::path& target, const SaveOptions& options, Fn&& write_fn) {
-    auto [fd, temporary] = detail::create_temporary_beside(target);
-    FileWriter writer(std::move(fd), std::move(temporary));
-    try {
-        std::forward<Fn>(write_fn)(writer);
-        if (writer.reserved_ > writer.written_) {  // a reservation beyond the end is given back
-            if (::ftruncate(writer.fd_.get(), static_cast<off_t>(writer.written_)) != 0) {
-                detail::throw_io_error("save", "cannot truncate", writer.path_, errno);
-            }
+    FileWriter writer(detail::resolve_save_destination(target));
+    std::forward<Fn>(write_fn)(writer);
+    if (writer.reserved_ > writer.written_) {  // a reservation beyond the end is given back
+        if (::ftruncate(writer.file_.fd(), static_cast<off_t>(writer.written_)) != 0) {
+            detail::throw_io_error("save", "cannot truncate", writer.path(), errno);
         }
-        if (options.fsync && ::fsync(writer.fd_.get()) != 0) {
-            detail::throw_io_error("save", "cannot fsync", writer.path_, errno);
-        }
-        if (const int err = writer.fd_.close(); err != 0) {
-            detail::throw_io_error("save", "cannot close", writer.path_, err);
-        }
-        if (::rename(writer.path_.c_str(), target.c_str()) != 0) {
-            detail::throw_io_error("save", "cannot rename the temporary file to", target, errno);
-        }
-    } catch (...) {
-        writer.fd_.reset();
-        (void)::unlink(writer.path_.c_str());
-        throw;
     }
-    if (options.fsync) {
-        detail::fsync_folder(target);
-    }
+    writer.file_.commit(options.fsync);
 }
 
 }  // namespace io

@@ -35,6 +35,39 @@ inline constexpr std::size_t max_io_chunk = std::size_t{1} << 30;
     throw IOError(std::string(op) + ": " + std::string(what) + " \"" + path.string() + "\": " + std::strerror(err));
 }
 
+/// What a file of type `mode` (a `st_mode`) is, for messages: "a FIFO", "a directory", ...
+[[nodiscard]] inline const char* file_type_name(mode_t mode) noexcept {
+    if (S_ISREG(mode)) {
+        return "a regular file";
+    }
+    if (S_ISDIR(mode)) {
+        return "a directory";
+    }
+    if (S_ISLNK(mode)) {
+        return "a symbolic link";
+    }
+    if (S_ISCHR(mode)) {
+        return "a character device";
+    }
+    if (S_ISBLK(mode)) {
+        return "a block device";
+    }
+    if (S_ISFIFO(mode)) {
+        return "a FIFO";
+    }
+    if (S_ISSOCK(mode)) {
+        return "a socket";
+    }
+    return "a special file";
+}
+
+/// IOError("<op>: <what> \"<path>\": is <a FIFO, ...>, not a regular file").
+[[noreturn]] inline void throw_not_regular_file(std::string_view op, std::string_view what,
+                                                const std::filesystem::path& path, mode_t mode) {
+    throw IOError(std::string(op) + ": " + std::string(what) + " \"" + path.string() + "\": is " +
+                  file_type_name(mode) + ", not a regular file");
+}
+
 /// An owned file descriptor, closed on destruction.
 class FileDescriptor {
 public:
@@ -72,22 +105,40 @@ private:
 /// A file opened for reading, with its size taken when it was opened.
 class InputFile {
 public:
-    /// \throws IOError when the file cannot be opened or is not a regular file.
+    /// \throws IOError when the file cannot be opened or is not a regular file (the message says
+    /// what it is: "is a FIFO, not a regular file").
+    ///
+    /// Nothing but a regular file is read. A path that already names something else is refused
+    /// without being opened (opening a device can act on it); the open itself is non-blocking, so
+    /// a FIFO that appears in between is refused at once rather than waited on for a writer, and
+    /// `O_NOCTTY` keeps a terminal from becoming the process's controlling terminal.
     explicit InputFile(const std::filesystem::path& path) : path_(path) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+            throw_not_regular_file("open", "cannot open", path, st.st_mode);
+        }
         int fd = -1;
         do {
-            fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         } while (fd < 0 && errno == EINTR);
         if (fd < 0) {
-            throw_io_error("open", "cannot open", path, errno);
+            const int err = errno;
+            // A socket cannot be opened (ENXIO): say what it is (one made since the stat above).
+            if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+                throw_not_regular_file("open", "cannot open", path, st.st_mode);
+            }
+            throw_io_error("open", "cannot open", path, err);
         }
         fd_ = FileDescriptor(fd);
-        struct stat st {};
         if (::fstat(fd, &st) != 0) {
             throw_io_error("open", "cannot stat", path, errno);
         }
         if (!S_ISREG(st.st_mode)) {
-            throw IOError("open: \"" + path.string() + "\" is not a regular file");
+            throw_not_regular_file("open", "cannot open", path, st.st_mode);
+        }
+        const int flags = ::fcntl(fd, F_GETFL);
+        if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+            throw_io_error("open", "cannot clear O_NONBLOCK on", path, errno);
         }
         size_ = static_cast<std::uint64_t>(st.st_size);
     }
