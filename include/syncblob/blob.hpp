@@ -355,6 +355,34 @@ public:
         }
     }
 
+    /// Takes `staged`'s shape and its data and/or diff buffer (`take_data`, `take_diff`) in one step
+    /// that cannot fail: the commit of contents built aside, as every loader builds a file's
+    /// contents before it touches the target, so that a failure leaves the target as it was. A
+    /// buffer not taken is kept when the new count fits in it (reshape's rule: its contents stay)
+    /// and replaced by `staged`'s otherwise. A taken buffer replaces the old one, so sharing of that
+    /// buffer with another blob (`share_data`) ends; transfer statistics carry over. `staged` is
+    /// left without buffers.
+    void commit(Blob&& staged, bool take_data, bool take_diff) noexcept {
+        const auto take = [&staged](std::shared_ptr<buffer_type>& mine, std::shared_ptr<buffer_type>& theirs,
+                                    TransferStats& retired, bool wanted) noexcept {
+            const bool fits = mine && mine->size() / sizeof(T) >= static_cast<std::size_t>(staged.count_);
+            if (!wanted && fits) {
+                return;
+            }
+            if (mine) {
+                retire(mine, retired);
+            }
+            mine = std::move(theirs);
+        };
+        take(data_, staged.data_, retired_data_stats_, take_data);
+        take(diff_, staged.diff_, retired_diff_stats_, take_diff);
+        shape_ = staged.shape_;
+        count_ = staged.count_;
+        has_shape_ = staged.has_shape_;
+        staged.data_.reset();
+        staged.diff_.reset();
+    }
+
     /// Makes data the same buffer as `other`'s (no copy; the buffer lives while either blob holds
     /// it). The shape is kept. \throws ShapeError unless both have a shape and the counts match
     void share_data(const Blob& other) {
@@ -482,6 +510,11 @@ private:
             throw ShapeError(std::string(op) + ": " + std::to_string(elements) + " elements lent, but the blob " +
                              shape_.to_string() + " holds " + std::to_string(count_));
         }
+        if (diff_->owns(data)) {  // the diff would free it under the data (share_diff, reshape, destruction)
+            throw StateError(std::string(op) +
+                             ": the memory belongs to this blob's diff (alias buffers with "
+                             "share_data / share_diff, or copy with copy_from)");
+        }
         const std::size_t bytes = static_cast<std::size_t>(count_) * sizeof(T);
         auto lend_to = [&](buffer_type& buffer) {
             if (device) {
@@ -531,7 +564,7 @@ private:
     }
 
     void check_share(const char* op, const Blob& other) const {
-        if (!other.data_ || !data_) {
+        if (!other.has_shape_ || !has_shape_) {  // a shapeless blob may hold buffers (reserve) but no elements
             throw ShapeError(std::string(op) + ": both blobs need a shape (" + other.shape_string() + " shared into " +
                              shape_string() + ")");
         }

@@ -221,3 +221,16 @@ TEMPLATE_LIST_TEST_CASE("Blob is move-only and clone is deep", "[blob]", AllCase
     }
     verify(checks);
 }
+
+TEST_CASE("Blob share_data and share_diff refuse a shapeless blob even after reserve", "[blob][hostile]") {
+    syncblob::Blob<float> a;
+    a.reserve(4);  // buffers, but no shape and no elements
+    syncblob::Blob<float> b;
+    b.reserve(4);
+    CHECK_THROWS_WITH(a.share_data(b), Catch::Contains("Blob::share_data") && Catch::Contains("need a shape"));
+    CHECK_THROWS_AS(a.share_diff(b), syncblob::ShapeError);
+    CHECK(a.data_buffer() != b.data_buffer());
+    syncblob::Blob<float> shaped{0};
+    CHECK_THROWS_AS(shaped.share_data(a), syncblob::ShapeError);
+    CHECK_THROWS_AS(a.share_data(shaped), syncblob::ShapeError);
+}

@@ -294,3 +294,30 @@ TEST_CASE("Blob set_host_data and set_device_data lend memory without copying, a
         CHECK(b.data_stats().device_allocations == 0);
     }
 }
+
+TEST_CASE("Blob set_host_data refuses memory its own buffers own, which they would free under it", "[blob][hostile]") {
+    // Lending the diff's block to the data, then dropping the diff (share_diff, reshape, destruction)
+    // would leave the data pointing at freed memory.
+    Blob<float> b{4};
+    b.fill(1.0f);
+    b.fill_diff(2.0f);
+    Blob<float> other{4};
+    const auto diff = b.mutable_host_diff();
+    CHECK_THROWS_WITH(b.set_host_data(diff.data(), diff.size()),
+                      Catch::Contains("Blob::set_host_data") && Catch::Contains("belongs to this blob's diff"));
+    CHECK_THROWS_AS(b.set_host_data(diff.data() + 1, 4), syncblob::StateError);
+    // the buffer's own block, not only at its start
+    const auto data = b.mutable_host_data();
+    CHECK_THROWS_AS(b.set_host_data(data.data() + 1, 4), syncblob::StateError);
+    b.share_diff(other);
+    CHECK(b.host_data()[3] == 1.0f);
+    CHECK_FALSE(b.data_buffer()->host_borrowed());
+}
+
+TEST_CASE("Blob set_device_data refuses memory of the blob's own diff on the simulated device", "[blob][hostile]") {
+    Blob<float, syncblob::Simulated> b{4};
+    b.fill_diff(2.0f);
+    float* device_diff = b.mutable_device_diff();
+    CHECK_THROWS_AS(b.set_device_data(device_diff, 4), syncblob::StateError);
+    CHECK(b.data_head() == Head::uninitialized);
+}

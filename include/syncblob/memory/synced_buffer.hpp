@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -170,8 +171,8 @@ public:
     void set_host_data(void* data, std::size_t bytes, Borrow borrow = {}) {
         check_borrow("SyncedBuffer::set_host_data", data, bytes);
         std::lock_guard lock(mutex_);
-        if (data != nullptr && data == host_block_.data) {  // freeing it would leave the borrow dangling
-            throw StateError("SyncedBuffer::set_host_data: cannot borrow the buffer's own host block");
+        if (owns_unlocked(data)) {  // freeing it would leave the borrow dangling
+            throw StateError("SyncedBuffer::set_host_data: cannot borrow memory of the buffer's own blocks");
         }
         wait_host_unlocked();
         release_host();
@@ -194,8 +195,8 @@ public:
         require_device("SyncedBuffer::set_device_data");
         check_borrow("SyncedBuffer::set_device_data", data, bytes);
         std::lock_guard lock(mutex_);
-        if (data != nullptr && device_owned_ && data == device_) {
-            throw StateError("SyncedBuffer::set_device_data: cannot borrow the buffer's own device block");
+        if (owns_unlocked(data)) {
+            throw StateError("SyncedBuffer::set_device_data: cannot borrow memory of the buffer's own blocks");
         }
         wait_host_unlocked();
         release_device();
@@ -349,6 +350,13 @@ public:
     [[nodiscard]] int device_id() const {
         std::lock_guard lock(mutex_);
         return device_ == nullptr ? -1 : device_id_;
+    }
+
+    /// True when `p` points into memory the buffer owns (its host block, or its device block), which
+    /// the buffer frees when it lets go of it: such memory cannot be lent to another buffer safely.
+    [[nodiscard]] bool owns(const void* p) const {
+        std::lock_guard lock(mutex_);
+        return owns_unlocked(p);
     }
 
     /// True when the host side is memory the buffer does not own.
@@ -563,6 +571,15 @@ private:
             throw NoDeviceError(std::string(op) + ": this buffer is host-only (device backend " +
                                 std::string(Device::name) + ")");
         }
+    }
+
+    bool owns_unlocked(const void* p) const noexcept {
+        const auto within = [p](const void* begin, std::size_t bytes) {
+            const auto* b = static_cast<const std::byte*>(begin);
+            const auto* q = static_cast<const std::byte*>(p);
+            return b != nullptr && q != nullptr && std::less_equal<>{}(b, q) && std::less<>{}(q, b + bytes);
+        };
+        return within(host_block_.data, size_) || (device_owned_ && within(device_, size_));
     }
 
     void check_borrow(std::string_view op, const void* data, std::size_t bytes) const {
