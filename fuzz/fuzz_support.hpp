@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <vector>
 
+#include <syncblob/blob.hpp>
 #include <syncblob/io/file.hpp>
 
 namespace fuzz {
@@ -38,5 +40,47 @@ template <class T>
 bool same_bits(std::span<const T> a, std::span<const T> b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
+
+/// A blob of shape {2} whose data is {a, a} and diff {b, b}: the target of a load that may fail.
+template <class T>
+syncblob::Blob<T> target(T a, T b) {
+    syncblob::Blob<T> blob{2};
+    blob.fill(a);
+    blob.fill_diff(b);
+    return blob;
+}
+
+/// Everything a user can observe of a blob (shape, heads, data and diff bits), to check that a
+/// rejected input left its target exactly as it was (the strong guarantee).
+template <class T>
+class Snapshot {
+public:
+    explicit Snapshot(const syncblob::Blob<T>& b)
+        : has_shape_(b.has_shape()), shape_(b.shape()), data_head_(b.data_head()), diff_head_(b.diff_head()) {
+        if (data_head_ != syncblob::Head::uninitialized) {
+            data_.assign(b.host_data().begin(), b.host_data().end());
+        }
+        if (diff_head_ != syncblob::Head::uninitialized) {
+            diff_.assign(b.host_diff().begin(), b.host_diff().end());
+        }
+    }
+
+    /// Aborts (a finding) unless `b` is as it was.
+    void require_unchanged(const syncblob::Blob<T>& b) const {
+        require(b.has_shape() == has_shape_ && b.shape() == shape_, "failed load keeps the shape");
+        require(b.data_head() == data_head_ && b.diff_head() == diff_head_, "failed load keeps the heads");
+        const Snapshot now(b);
+        require(same_bits(std::span<const T>(now.data_), std::span<const T>(data_)), "failed load keeps the data");
+        require(same_bits(std::span<const T>(now.diff_), std::span<const T>(diff_)), "failed load keeps the diff");
+    }
+
+private:
+    bool has_shape_;
+    syncblob::Shape shape_;
+    syncblob::Head data_head_;
+    syncblob::Head diff_head_;
+    std::vector<T> data_;
+    std::vector<T> diff_;
+};
 
 }  // namespace fuzz

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // Fuzzes the safetensors reader on bytes in memory: any input either loads or throws a
-// syncblob::Error.
+// syncblob::Error, and a load refused into an existing blob leaves it as it was.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +25,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             (void)blob.host_data();
         }
         (void)file.load_all<std::int8_t>();
+    } catch (const syncblob::Error&) {
+    }
+    // Each tensor into an existing blob: loaded, or refused with the blob exactly as it was.
+    try {
+        const auto file = io::SafetensorsFile::from_memory(bytes, "fuzz", fuzz::options(true));
+        for (const auto& info : file.tensors()) {
+            auto blob = fuzz::target(2.0f, 3.0f);
+            const fuzz::Snapshot<float> before(blob);
+            try {
+                file.load(info.name, blob);
+            } catch (const syncblob::Error&) {
+                before.require_unchanged(blob);
+            }
+        }
     } catch (const syncblob::Error&) {
     }
     return 0;

@@ -17,6 +17,7 @@
 
 #include <syncblob/io/caffe.hpp>
 
+#include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
 namespace io = syncblob::io;
@@ -443,4 +444,52 @@ TEST_CASE("malformed caffemodels and vectors name the layer or blob", "[io][caff
     CHECK_THAT(test::message_of<FormatError>(
                    [] { (void)io::parse_blob_proto_vector<float>("\x0a\x00\x0a\x02\x28\x01"s, {}, "v"); }),
                Contains("BlobProtoVector.blobs[0]"));
+}
+
+TEST_CASE("a BlobProto load is all or nothing: a failed allocation leaves the blob as it was", "[io][caffe][strong]") {
+    Blob<float> source{3, 4};
+    for (std::size_t i = 0; i < 12; ++i) {
+        source.mutable_host_data()[i] = static_cast<float>(i);
+        source.mutable_host_diff()[i] = -static_cast<float>(i);
+    }
+    const std::string bytes = io::serialize_blob_proto(source, true);
+    auto blob = test::target_with_values<float>();
+    int failures = 0;
+    CHECK(test::fail_each_allocation(
+              blob, [&](auto& b) { io::parse_blob_proto(bytes, b); }, failures) == "");
+    CHECK(failures >= 2);  // the data, then the diff after the data was read
+    REQUIRE(blob.shape() == Shape{3, 4});
+    CHECK(blob.host_data()[11] == 11.0f);
+    CHECK(blob.host_diff()[11] == -11.0f);
+}
+
+TEST_CASE("a BlobProto shape with a zero extent is still checked as a whole", "[io][caffe][hostile]") {
+    // BlobProto.shape (field 7) = BlobShape{dim: [0, 2^40, 2^40]} (packed varints).
+    const std::string big = "\x80\x80\x80\x80\x80\x20";
+    const std::string dims = std::string(1, '\0') + big + big;
+    const std::string shape = "\x0A" + std::string(1, static_cast<char>(dims.size())) + dims;
+    const std::string bytes = "\x3A" + std::string(1, static_cast<char>(shape.size())) + shape;
+    Blob<float> b{2};
+    b.fill(4.0f);
+    CHECK_THAT(test::message_of<FormatError>([&] { io::parse_blob_proto(bytes, b, {}, "z.binaryproto"); }),
+               Contains("z.binaryproto") && Contains("shape") && Contains("overflows int64"));
+    CHECK(b.shape() == Shape{2});
+    CHECK(b.host_data()[1] == 4.0f);
+}
+
+TEST_CASE("a BlobProtoVector cut short at a blob boundary is caught by an expected count", "[io][caffe][hostile]") {
+    std::vector<Blob<float>> blobs;
+    blobs.emplace_back(Shape{2}).fill(1.0f);
+    blobs.emplace_back(Shape{3}).fill(2.0f);
+    const std::string whole = io::serialize_blob_proto_vector(blobs);
+    const std::string first = io::serialize_blob_proto_vector(std::span<const Blob<float>>(blobs.data(), 1));
+    REQUIRE(whole.substr(0, first.size()) == first);               // the first blob's bytes are a prefix of the whole
+    CHECK(io::parse_blob_proto_vector<float>(first).size() == 1);  // protobuf alone cannot tell
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { (void)io::parse_blob_proto_vector<float>(first, {}, "v.binaryproto", std::size_t{2}); }),
+               Contains("v.binaryproto: BlobProtoVector.blobs: 1 blobs, 2 expected"));
+    CHECK(io::parse_blob_proto_vector<float>(whole, {}, "v", std::size_t{2}).size() == 2);
+    const test::TempDir dir;
+    write_bytes(dir.path() / "v.pb", first);
+    CHECK_THROWS_AS(io::load_blob_proto_vector<float>(dir.path() / "v.pb", {}, std::size_t{2}), FormatError);
 }

@@ -14,6 +14,7 @@
 
 #include <syncblob/io/json.hpp>
 
+#include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
 namespace io = syncblob::io;
@@ -248,4 +249,38 @@ TEST_CASE("every malformed document is a FormatError naming the field and what w
         CHECK(b.shape() == Shape{2});
         CHECK(b.host_data()[1] == 3.0f);
     }
+}
+
+TEST_CASE("a JSON load is all or nothing: a failed allocation leaves the blob as it was", "[io][json][strong]") {
+    json doc = parse(R"({"dtype": "F32", "shape": [3, 4], "data": [1,2,3,4,5,6,7,8,9,10,11,12]})");
+    doc["diff"] = doc["data"];
+    auto blob = test::target_with_values<float>();
+    int failures = 0;
+    CHECK(test::fail_each_allocation(
+              blob, [&](auto& b) { io::from_json(doc, b, io::LoadOptions{}); }, failures) == "");
+    CHECK(failures >= 2);  // the data, then the diff after the data was decoded
+    REQUIRE(blob.shape() == Shape{3, 4});
+    CHECK(blob.host_data()[11] == 12.0f);
+    CHECK(blob.host_diff()[0] == 1.0f);
+}
+
+TEST_CASE("a JSON value that cannot be decoded leaves the blob as it was, diff included", "[io][json][strong]") {
+    Blob<std::int8_t> blob{2};
+    blob.fill(1);
+    blob.fill_diff(2);
+    const json doc = parse(R"({"dtype": "I8", "shape": [3], "data": [1, 2, 3], "diff": [4, 5, 1000]})");
+    CHECK_THROWS_AS(io::from_json(doc, blob, io::LoadOptions{}), FormatError);
+    CHECK(blob.shape() == Shape{2});
+    CHECK(blob.host_data()[1] == 1);
+    CHECK(blob.host_diff()[1] == 2);
+}
+
+TEST_CASE("a JSON shape with a zero extent is still checked as a whole", "[io][json][hostile]") {
+    Blob<float> b{2};
+    b.fill(3.0f);
+    const json doc = parse(R"({"dtype": "F32", "shape": [0, 1099511627776, 1099511627776], "data": []})");
+    CHECK_THAT(test::message_of<FormatError>([&] { io::from_json(doc, b, io::LoadOptions{}, "z.json"); }),
+               Contains("z.json: shape: element count overflows int64"));
+    CHECK(b.shape() == Shape{2});
+    CHECK(b.host_data()[0] == 3.0f);
 }

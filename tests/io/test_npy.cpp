@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "blob_file_values.hpp"
+#include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
@@ -234,7 +235,7 @@ TEST_CASE("npy corpus of malformed files, each rejected with its message", "[io]
          "extent does not fit in int64"},
         {"count overflow",
          npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", data),
-         "the element count overflows int64"},
+         "'shape': element count overflows int64 at axis 1"},
         {"size overflow",
          npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }", data),
          "bad.npy: shape: the data size overflows"},
@@ -280,4 +281,32 @@ TEST_CASE("npy file errors", "[io][npy]") {
     Blob<float> blob;
     CHECK_THAT(test::message_of<IOError>([&] { io::load_npy(dir.path() / "missing.npy", blob); }),
                Contains("missing.npy") && Contains("No such file"));
+}
+
+TEST_CASE("npy load is all or nothing: a failed allocation leaves the blob as it was", "[io][npy][strong]") {
+    const std::string file = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
+                                       f32_data({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+    for (const auto part : {io::Part::data, io::Part::diff}) {
+        auto blob = test::target_with_values<float>();
+        int failures = 0;
+        CHECK(test::fail_each_allocation(
+                  blob, [&](auto& b) { io::load_npy(as_bytes(file), "g.npy", b, {}, part); }, failures) == "");
+        CHECK(failures >= 1);
+        REQUIRE(blob.shape() == Shape{3, 4});
+        CHECK((part == io::Part::data ? blob.host_data() : blob.host_diff())[11] == 12.0f);
+    }
+}
+
+TEST_CASE("npy shape with a zero extent is still checked as a whole: a FormatError naming the field",
+          "[io][npy][hostile]") {
+    // (0, 2^40, 2^40): the count is 0, but the other extents multiply past int64.
+    const std::string file =
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1099511627776, 1099511627776), }", "");
+    Blob<float> blob{2};
+    blob.fill(5.0f);
+    CHECK_THAT(load_error<float>(file), Contains("bad.npy") && Contains("'shape'") && Contains("overflows int64"));
+    CHECK_THAT(test::message_of<FormatError>([&] { io::load_npy(as_bytes(file), "z.npy", blob); }),
+               Contains("z.npy: header byte"));
+    CHECK(blob.shape() == Shape{2});
+    CHECK(blob.host_data()[1] == 5.0f);
 }

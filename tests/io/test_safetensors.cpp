@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "blob_file_values.hpp"
+#include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
@@ -188,9 +189,11 @@ TEST_CASE("safetensors mapped load onto a simulated device, and copying where bo
     CHECK(on_device.data_stats().host_to_device == 1);
     CHECK(on_device.data_stats().host_allocations == 0);
 
-    Blob<float> roomy{100};  // capacity larger than the tensor: filled by copying
+    Blob<float> roomy{100};  // capacity larger than the tensor: a load builds new storage, which borrows too
+    roomy.fill(1.0f);
     f.load("s", roomy);
-    CHECK_FALSE(roomy.data_buffer()->host_borrowed());
+    CHECK(roomy.data_buffer()->host_borrowed());
+    CHECK(roomy.count() == 4);
     CHECK(test::same_bytes(roomy.host_data(), small.host_data()));
 
     Blob<double> converted;  // another dtype: converted into owned memory
@@ -321,7 +324,7 @@ TEST_CASE("safetensors corpus of malformed files, each rejected with its message
          "found 2.0"},
         {"count overflow",
          st_bytes(one("{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}"), f32x2),
-         "tensor \"w\": shape: the element count overflows"},
+         "tensor \"w\": shape: element count overflows int64 at axis 1"},
         {"byte size overflow",
          st_bytes(one("{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}"), f32x2),
          "the byte size of the shape overflows"},
@@ -405,4 +408,110 @@ TEST_CASE("safetensors BOOL bytes other than 0 and 1 are read as true, copied ra
     CHECK(normal.data_buffer()->host_borrowed());
     CHECK(normal.host_data()[0]);
     CHECK_FALSE(normal.host_data()[1]);
+}
+
+TEST_CASE("safetensors writer adds a blob and its diff both or neither", "[io][safetensors][hostile]") {
+    Blob<float> b{2};
+    b.fill(1.0f);
+    b.fill_diff(2.0f);
+    io::SafetensorsWriter w;
+    w.add_bytes("w", Dtype::F32, {1}, std::as_bytes(b.host_data().first(1)));
+    const std::string before = w.header();
+    CHECK_THROWS_AS(w.add("w", b, true), FormatError);  // "w" is taken: "w.__diff__" must not stay behind
+    CHECK_THROWS_AS(w.add("__metadata__", b, true), FormatError);
+    CHECK(w.header() == before);
+    CHECK(w.header().find("__diff__") == std::string::npos);
+    w.add("v", b, true);
+    CHECK(w.header().find("\"v.__diff__\"") != std::string::npos);
+}
+
+TEST_CASE("safetensors load is all or nothing: a failed allocation leaves the blob as it was",
+          "[io][safetensors][strong]") {
+    Blob<float> source{3, 4};
+    test::fill_values(source);
+    source.fill_diff(7.0f);
+    io::SafetensorsWriter w;
+    w.add("p", source, true);
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "p.safetensors";
+    w.save(file);
+    const auto f = io::SafetensorsFile::open(file);
+    auto blob = test::target_with_values<float>();
+    int failures = 0;
+    CHECK(test::fail_each_allocation(
+              blob, [&](auto& b) { f.load("p", b); }, failures) == "");
+    CHECK(failures >= 2);  // the data, then the diff after the data was read
+    REQUIRE(blob.shape() == Shape{3, 4});
+    CHECK(test::same_bytes(blob.host_data(), source.host_data()));
+    CHECK(blob.host_diff()[11] == 7.0f);
+}
+
+TEST_CASE("safetensors load from a file cut short under an open reader leaves the blob as it was",
+          "[io][safetensors][strong]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "t.safetensors";
+    Blob<double> source{64};
+    test::fill_values(source);
+    source.fill_diff(3.0);
+    io::SafetensorsWriter w;
+    w.add("t", source, true);
+    w.save(file);
+    const auto f = io::SafetensorsFile::open(file);  // the header is read and validated now
+    fs::resize_file(file, fs::file_size(file) - 100);
+
+    Blob<double> blob{2};
+    blob.fill(1.0);
+    blob.fill_diff(2.0);
+    const auto before = test::BlobSnapshot(blob);
+    CHECK_THAT(test::message_of<FormatError>([&] { f.load("t", blob); }),
+               Contains("t.safetensors") && Contains("truncated"));
+    CHECK(before.differences(blob) == "");
+}
+
+TEST_CASE("safetensors max_bytes bounds a mapped load as it bounds a copying one", "[io][safetensors][hostile]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "big.safetensors";
+    Blob<float> x{256};
+    test::fill_values(x);
+    io::SafetensorsWriter w;
+    w.add("x", x);
+    w.save(file);
+    for (const auto mode : {io::LoadMode::copy, io::LoadMode::map}) {
+        const auto f = io::SafetensorsFile::open(file, io::LoadOptions{.max_bytes = 1023}, mode);
+        Blob<float> blob;
+        CHECK_THAT(test::message_of<FormatError>([&] { f.load("x", blob); }),
+                   Contains("tensor \"x\": loading needs 1024 bytes, more than the limit of 1023"));
+        CHECK_THAT(test::message_of<FormatError>([&] { (void)f.load_all<float>(); }),
+                   Contains("loading needs 1024 bytes"));
+        CHECK_FALSE(blob.has_shape());
+    }
+}
+
+TEST_CASE("safetensors saving over a mapped file leaves the mapped blob's values intact",
+          "[io][safetensors][hostile]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "m.safetensors";
+    Blob<float> first{1024};
+    test::fill_values(first);
+    io::SafetensorsWriter w;
+    w.add("m", first);
+    w.save(file);
+    Blob<float> mapped;
+    io::SafetensorsFile::open(file, {}, io::LoadMode::map).load("m", mapped);
+    REQUIRE(mapped.data_buffer()->host_borrowed());
+
+    Blob<float> second{1024};
+    second.fill(-1.0f);
+    io::SafetensorsWriter w2;
+    w2.add("m", second);
+    w2.save(file);  // replaces the file (a new inode); the mapping keeps the old one
+    CHECK(test::same_bytes(mapped.host_data(), first.host_data()));
+    CHECK(io::SafetensorsFile::open(file).load<float>("m").host_data()[0] == -1.0f);
+}
+
+TEST_CASE("safetensors shape with a zero extent is still checked as a whole", "[io][safetensors][hostile]") {
+    const std::string file =
+        st_bytes(R"({"z":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}})", "");
+    CHECK_THAT(open_error(file), Contains("bad.safetensors") && Contains("tensor \"z\"") && Contains("shape") &&
+                                     Contains("overflows int64"));
 }

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,9 +69,13 @@ template <Element T, SyncedAllocator A>
 }
 
 /// Reads a serialized `BlobProtoVector` (`LoadOptions::reshape` does not apply: the blobs are new).
+/// Protobuf has no end marker: bytes cut short exactly between two blobs read as a valid, shorter
+/// vector. Pass `expected_count` when the number of blobs is known, and a different count is a
+/// `FormatError`.
 template <Element T = float, SyncedAllocator A = HostOnly>
 [[nodiscard]] std::vector<Blob<T, A>> parse_blob_proto_vector(std::string_view bytes, const LoadOptions& options = {},
-                                                              std::string_view source = "BlobProtoVector") {
+                                                              std::string_view source = "BlobProtoVector",
+                                                              std::optional<std::size_t> expected_count = {}) {
     syncblob::detail::caffe::require_caffe_element<T>();
     namespace dc = syncblob::detail::caffe;
     namespace pb = syncblob::detail::protobuf;
@@ -91,6 +96,11 @@ template <Element T = float, SyncedAllocator A = HostOnly>
         const dc::BlobPlan plan = dc::plan_blob<T>(scan, options, source, message);
         dc::charge(budget, plan.bytes + dc::blob_overhead_bytes, r, f.offset, message);
         dc::apply_blob(blobs.emplace_back(), scan, plan, f.bytes, source);
+    }
+    if (expected_count && blobs.size() != *expected_count) {
+        throw_format_error(source, "BlobProtoVector.blobs",
+                           std::to_string(blobs.size()) + " blobs, " + std::to_string(*expected_count) +
+                               " expected (cut short at a blob boundary?)");
     }
     return blobs;
 }
@@ -215,12 +225,14 @@ void save_binaryproto(const std::filesystem::path& file, const Blob<T, A>& blob,
     });
 }
 
-/// Loads a `BlobProtoVector` file.
+/// Loads a `BlobProtoVector` file; with `expected_count`, a file holding another number of blobs
+/// is a `FormatError` (a file cut short between two blobs is otherwise a valid, shorter vector).
 template <Element T = float, SyncedAllocator A = HostOnly>
 [[nodiscard]] std::vector<Blob<T, A>> load_blob_proto_vector(const std::filesystem::path& file,
-                                                             const LoadOptions& options = {}) {
+                                                             const LoadOptions& options = {},
+                                                             std::optional<std::size_t> expected_count = {}) {
     const std::string bytes = read_file(file, options.max_bytes);
-    return parse_blob_proto_vector<T, A>(bytes, options, file.string());
+    return parse_blob_proto_vector<T, A>(bytes, options, file.string(), expected_count);
 }
 
 /// Saves blobs as a `BlobProtoVector` file, atomically.

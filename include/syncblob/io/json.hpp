@@ -28,6 +28,7 @@
 
 #include "../blob.hpp"
 #include "detail/json_document.hpp"
+#include "detail/staged_load.hpp"
 #include "file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -95,18 +96,12 @@ void from_json(const nlohmann::json& j, Blob<T, A>& blob, const LoadOptions& opt
         throw ShapeError("io::from_json: " + std::string(source) + " holds shape " + doc.shape.to_string() +
                          ", the blob has " + blob.shape_string() + " (LoadOptions::reshape is false)");
     }
-    const auto data = syncblob::detail::json_io::decode_values<T>(*doc.data, doc.dtype, source, "data");
-    std::unique_ptr<T[]> diff;
+    syncblob::detail::StagedLoad<T, A> stage(blob, doc.shape);
+    syncblob::detail::json_io::decode_values(*doc.data, doc.dtype, source, "data", stage.data());
     if (doc.diff != nullptr) {
-        diff = syncblob::detail::json_io::decode_values<T>(*doc.diff, doc.dtype, source, "diff");
+        syncblob::detail::json_io::decode_values(*doc.diff, doc.dtype, source, "diff", stage.diff());
     }
-    blob.reshape(doc.shape);  // the last step that can throw
-    if (count != 0) {
-        std::copy_n(data.get(), count, blob.mutable_host_data_for_overwrite().data());
-        if (diff) {
-            std::copy_n(diff.get(), count, blob.mutable_host_diff_for_overwrite().data());
-        }
-    }
+    stage.commit(blob);
 }
 
 /// `from_json` that refuses to reshape: a document of another shape is a `ShapeError`.

@@ -23,6 +23,7 @@
 #include "../core/error.hpp"
 #include "detail/byte_source.hpp"
 #include "detail/npy_format.hpp"
+#include "detail/staged_load.hpp"
 #include "file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -83,16 +84,16 @@ void load(const Source& source, Blob<T, A>& blob, const LoadOptions& options, Pa
                            "loading needs " + std::to_string(need) + " bytes, more than the limit of " +
                                std::to_string(options.max_bytes) + " (LoadOptions::max_bytes)");
     }
-    const Shape shape{std::span<const std::int64_t>(h.shape)};
+    const Shape shape{std::span<const std::int64_t>(h.shape)};  // checked by the header parser
     if (!options.reshape && (shape != blob.shape() || !blob.has_shape())) {
         throw ShapeError("load_npy: " + source.name() + " holds shape " + shape.to_string() + ", the blob has " +
                          blob.shape_string() + " (set LoadOptions::reshape to adopt it)");
     }
-    blob.reshape(shape);
-    const auto dst =
-        part == Part::data ? blob.mutable_host_data_for_overwrite() : blob.mutable_host_diff_for_overwrite();
+    syncblob::detail::StagedLoad<T, A> stage(blob, shape);
+    const auto dst = part == Part::data ? stage.data() : stage.diff();
     syncblob::detail::read_elements(source, h.data_offset, h.dtype, h.big_endian, dst.size(), dst.data(),
                                     "data at byte " + std::to_string(h.data_offset));
+    stage.commit(blob);
 }
 
 }  // namespace detail_npy
@@ -116,8 +117,9 @@ void save_npy(const std::filesystem::path& file, const Blob<T, A>& blob, const S
 
 /// Reads a `.npy` file into the blob's data (or diff), adopting its shape (see LoadOptions).
 /// \throws FormatError on a malformed file, a dtype mismatch without `convert`, or a size above
-/// `max_bytes`; ShapeError on a shape mismatch without `reshape`; IOError. On FormatError and
-/// ShapeError the blob is unchanged.
+/// `max_bytes`; ShapeError on a shape mismatch without `reshape`; IOError; std::bad_alloc. On any
+/// exception the blob is unchanged (the file is read into new storage, which replaces the loaded
+/// part only when the whole read succeeded).
 template <Element T, SyncedAllocator A>
 void load_npy(const std::filesystem::path& file, Blob<T, A>& blob, const LoadOptions& options = {},
               Part part = Part::data) {

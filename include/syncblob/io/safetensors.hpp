@@ -28,6 +28,7 @@
 #include "detail/byte_source.hpp"
 #include "detail/mapped_file.hpp"
 #include "detail/safetensors_format.hpp"
+#include "detail/staged_load.hpp"
 #include "file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -44,32 +45,34 @@ using Metadata = std::map<std::string, std::string>;
 /// (synchronised to the host then) and must stay alive and unchanged until `save` returns.
 class SafetensorsWriter {
 public:
-    /// Adds the blob's data as `name` and, with `with_diff`, its diff as `name + diff_suffix`.
-    /// \throws FormatError when a name is already taken or is "__metadata__".
+    /// Adds the blob's data as `name` and, with `with_diff`, its diff as `name + diff_suffix`: both
+    /// or neither. \throws FormatError when a name is already taken or is "__metadata__" (nothing
+    /// is added then).
     template <Element T, SyncedAllocator A>
     void add(std::string name, const Blob<T, A>& blob, bool with_diff = false) {
         std::vector<std::int64_t> shape = blob.has_shape()
                                               ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
                                               : std::vector<std::int64_t>{0};
-        if (with_diff) {
-            add_bytes(name + std::string(diff_suffix), dtype_of<T>, shape, std::as_bytes(blob.host_diff()));
+        if (!with_diff) {
+            add_bytes(std::move(name), dtype_of<T>, std::move(shape), std::as_bytes(blob.host_data()));
+            return;
         }
-        add_bytes(std::move(name), dtype_of<T>, std::move(shape), std::as_bytes(blob.host_data()));
+        std::string diff_name = name + std::string(diff_suffix);
+        check_name(name);
+        check_name(diff_name);
+        const auto data = std::as_bytes(blob.host_data());
+        const auto diff = std::as_bytes(blob.host_diff());
+        entries_.reserve(entries_.size() + 2);  // neither push_back below can throw now
+        push(std::move(diff_name), dtype_of<T>, shape, diff);
+        push(std::move(name), dtype_of<T>, std::move(shape), data);
     }
 
     /// Adds raw little-endian bytes as a tensor (`bytes` must outlive `save`).
+    /// \throws FormatError when the name is already taken or is "__metadata__".
     void add_bytes(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
-        if (name == "__metadata__" ||
-            std::any_of(entries_.begin(), entries_.end(), [&](const Pending& p) { return p.entry.name == name; })) {
-            throw_format_error("safetensors", "tensor \"" + name + "\"",
-                               name == "__metadata__" ? "the name is reserved" : "added twice");
-        }
-        detail::SafetensorsEntry e;
-        e.name = std::move(name);
-        e.dtype = dtype;
-        e.shape = std::move(shape);
-        e.end = bytes.size();
-        entries_.push_back({std::move(e), bytes});
+        check_name(name);
+        entries_.reserve(entries_.size() + 1);
+        push(std::move(name), dtype, std::move(shape), bytes);
     }
 
     /// The string metadata written as `__metadata__`.
@@ -108,6 +111,24 @@ private:
         std::span<const std::byte> bytes;
     };
 
+    void check_name(const std::string& name) const {
+        if (name == "__metadata__" ||
+            std::any_of(entries_.begin(), entries_.end(), [&](const Pending& p) { return p.entry.name == name; })) {
+            throw_format_error("safetensors", "tensor \"" + name + "\"",
+                               name == "__metadata__" ? "the name is reserved" : "added twice");
+        }
+    }
+
+    // Appends an entry whose name was checked, into capacity reserved by the caller.
+    void push(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
+        detail::SafetensorsEntry e;
+        e.name = std::move(name);
+        e.dtype = dtype;
+        e.shape = std::move(shape);
+        e.end = bytes.size();
+        entries_.push_back({std::move(e), bytes});
+    }
+
     // The reference's order (dtype enum descending, then name) and the offsets it implies.
     void order() {
         std::sort(entries_.begin(), entries_.end(), [](const Pending& a, const Pending& b) {
@@ -139,7 +160,13 @@ private:
 /// How `SafetensorsFile` reaches the tensor bytes.
 enum class LoadMode : std::uint8_t {
     copy,  ///< read each tensor into memory the blob owns
-    map,   ///< memory-map the file; blobs borrow its pages read-only (no copy when the dtype matches)
+    /// Memory-map the file; blobs borrow its pages read-only (no copy when the dtype matches) and
+    /// keep the mapping alive. Such a blob depends on the file's contents: if another program
+    /// truncates the file, reading a vanished page raises SIGBUS (the process dies); if it rewrites
+    /// the file in place, the blob's values change. syncblob's own saves never disturb a mapping
+    /// (they replace the file by a rename). The first mutable access copies into owned memory, so
+    /// the file is never written. `LoadOptions::max_bytes` applies as for a copying load.
+    map,
 };
 
 /// Description of one tensor in a file.
@@ -193,11 +220,12 @@ public:
     [[nodiscard]] bool contains(std::string_view name) const noexcept { return find(name) != nullptr; }
 
     /// Loads tensor `name` into the blob's data and, when the file holds `name.__diff__`, into its
-    /// diff. With `LoadMode::map`, a matching dtype and a blob whose buffers have exactly the
-    /// tensor's size (a fresh blob has), the blob borrows the mapped pages: no allocation, no copy;
-    /// the first mutable access copies. \throws FormatError (unknown name, dtype mismatch without
-    /// `convert`, a size over `max_bytes`), ShapeError (shape mismatch without `reshape`). On
-    /// either the blob is unchanged.
+    /// diff, through new storage that replaces the blob's only when everything has been read (data
+    /// and diff together). With `LoadMode::map` and a matching dtype the new storage borrows the
+    /// mapped pages: no allocation, no copy; the first mutable access copies (see `LoadMode::map`
+    /// for what such a blob depends on). \throws FormatError (unknown name, dtype mismatch without
+    /// `convert`, a size over `max_bytes`, a file cut short since it was opened), ShapeError (shape
+    /// mismatch without `reshape`), IOError, std::bad_alloc. On any exception the blob is unchanged.
     template <Element T, SyncedAllocator A>
     void load(std::string_view name, Blob<T, A>& blob) const {
         const auto& data = require(name);
@@ -210,17 +238,18 @@ public:
             }
             check<T>(*diff, 2 * data.count * sizeof(T));
         }
-        const Shape shape(std::span<const std::int64_t>(data.shape));
+        const Shape shape(std::span<const std::int64_t>(data.shape));  // checked by the header parser
         if (!options_.reshape && (shape != blob.shape() || !blob.has_shape())) {
             throw ShapeError("SafetensorsFile::load: " + source() + " holds \"" + data.name + "\" of shape " +
                              shape.to_string() + ", the blob has " + blob.shape_string() +
                              " (set LoadOptions::reshape to adopt it)");
         }
-        blob.reshape(shape);
-        fill(data, blob, *blob.data_buffer(), false);
+        detail::StagedLoad<T, A> stage(blob, shape);
+        fill(data, stage, false);
         if (diff != nullptr) {
-            fill(*diff, blob, *blob.diff_buffer(), true);
+            fill(*diff, stage, true);
         }
+        stage.commit(blob);
     }
 
     /// A new blob holding tensor `name` (and its diff).
@@ -252,7 +281,7 @@ public:
             const auto* d = find(name + std::string(diff_suffix));
             total += (e.count + (d != nullptr ? d->count : 0)) * sizeof(T);
         }
-        if (!mapped_as_is<T>() && total > options_.max_bytes) {
+        if (total > options_.max_bytes) {
             throw_format_error(source(), "tensors",
                                "loading needs " + std::to_string(total) + " bytes, more than the limit of " +
                                    std::to_string(options_.max_bytes) + " (LoadOptions::max_bytes)");
@@ -320,30 +349,30 @@ private:
                                "the file holds " + std::string(dtype_name(e.dtype)) + ", the blob " +
                                    std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
         }
-        const bool borrowed = mapped_as_is<T>() && e.dtype == dtype_of<T>;
-        if (!borrowed && bytes > options_.max_bytes) {
+        if (bytes > options_.max_bytes) {  // mapped or copied alike: the limit bounds what a blob may hold
             throw_format_error(source(), "tensor \"" + e.name + "\"",
                                "loading needs " + std::to_string(bytes) + " bytes, more than the limit of " +
                                    std::to_string(options_.max_bytes) + " (LoadOptions::max_bytes)");
         }
     }
 
-    // Fills one buffer of an already reshaped blob with tensor `e`: borrowed from the mapping when
-    // possible, read (and converted) into owned memory otherwise.
-    template <Element T, SyncedAllocator A, class Buffer>
-    void fill(const detail::SafetensorsEntry& e, Blob<T, A>& blob, Buffer& buffer, bool diff) const {
+    // Fills the staged data (or diff) with tensor `e`: borrowed from the mapping when possible, read
+    // (and converted) into owned memory otherwise.
+    template <Element T, SyncedAllocator A>
+    void fill(const detail::SafetensorsEntry& e, detail::StagedLoad<T, A>& stage, bool diff) const {
         const auto bytes = static_cast<std::size_t>(e.count * sizeof(T));
-        if (e.count == 0) {
-            return;
-        }
-        if (mapped_as_is<T>() && e.dtype == dtype_of<T> && buffer.size() == bytes) {
+        if (mapped_as_is<T>() && e.dtype == dtype_of<T> && e.count != 0) {
             const std::byte* p = mapping_->bytes().data() + header_.data_start + e.begin;
             if (!std::same_as<T, bool> || detail::bools_are_normal(p, bytes)) {
-                buffer.set_host_data(static_cast<const void*>(p), bytes, std::shared_ptr<void>(mapping_, nullptr));
+                stage.buffer(diff).set_host_data(static_cast<const void*>(p), bytes,
+                                                 std::shared_ptr<void>(mapping_, nullptr));
                 return;
             }
         }
-        const auto dst = diff ? blob.mutable_host_diff_for_overwrite() : blob.mutable_host_data_for_overwrite();
+        const auto dst = diff ? stage.diff() : stage.data();
+        if (dst.empty()) {
+            return;
+        }
         with_source([&](const auto& src) {
             detail::read_elements(src, header_.data_start + e.begin, e.dtype, false, dst.size(), dst.data(),
                                   "tensor \"" + e.name + "\" at byte " + std::to_string(header_.data_start + e.begin));

@@ -20,6 +20,7 @@
 #include "../file.hpp"
 #include "convert.hpp"
 #include "protobuf.hpp"
+#include "staged_load.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -70,19 +71,11 @@ inline std::string where(const pb::Reader& r, std::uint32_t number) {
               "wire type " + std::string(pb::wire_type_name(f.type)) + ", expected " + std::string(expected));
 }
 
-// A shape from non-negative extents whose product must fit in int64.
+// A shape from extents checked as a whole (see shape_from_file), failing at the message's offset.
 inline Shape checked_shape(const pb::Reader& r, std::size_t offset, std::string_view field,
                            std::span<const std::int64_t> dims) {
-    std::int64_t product = 1;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        if (dims[i] < 0) {
-            r.fail_at(offset, field,
-                      "extent " + std::to_string(dims[i]) + " on axis " + std::to_string(i) + " is negative");
-        }
-        if (dims[i] != 0 && product > std::numeric_limits<std::int64_t>::max() / dims[i]) {
-            r.fail_at(offset, field, "element count overflows int64 at axis " + std::to_string(i));
-        }
-        product *= dims[i];
+    if (auto problem = extents_problem(dims)) {
+        r.fail_at(offset, field, *problem);
     }
     return Shape(dims);
 }
@@ -264,19 +257,23 @@ void read_values(std::string_view bytes, std::size_t base, std::string_view sour
     }
 }
 
-/// Puts a scanned and planned BlobProto into `blob`. Only the reshape can throw, and it leaves the
-/// blob unchanged when it does.
+/// Puts a scanned and planned BlobProto into `blob`, through fresh storage committed only when
+/// every value has been read (see StagedLoad): on any exception the blob is unchanged.
 template <class T, class A>
 void apply_blob(Blob<T, A>& blob, const BlobScan& scan, const BlobPlan& plan, std::string_view bytes,
                 std::string_view source) {
-    blob.reshape(scan.shape);
-    if (blob.count() == 0) {
-        return;
+    StagedLoad<T, A> stage(blob, scan.shape);
+    const auto data = stage.data();
+    if (!data.empty()) {
+        read_values(bytes, scan.offset, source, plan.data_field, data.data());
     }
-    read_values(bytes, scan.offset, source, plan.data_field, blob.mutable_host_data_for_overwrite().data());
     if (plan.diff_field != 0) {
-        read_values(bytes, scan.offset, source, plan.diff_field, blob.mutable_host_diff_for_overwrite().data());
+        const auto diff = stage.diff();
+        if (!diff.empty()) {
+            read_values(bytes, scan.offset, source, plan.diff_field, diff.data());
+        }
     }
+    stage.commit(blob);
 }
 
 /// Refuses a load that would take more than `budget` bytes (what is left of `LoadOptions::max_bytes`).

@@ -3,12 +3,16 @@
 
 /// \file
 /// `io::throw_format_error`, the one way every reader reports a malformed input (declared here so
-/// that the detail headers can use it; documented with the public API in `syncblob/io/file.hpp`).
+/// that the detail headers can use it; documented with the public API in `syncblob/io/file.hpp`),
+/// and `detail::shape_from_file`, the one check of a shape that comes from a file.
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "../../core/error.hpp"
+#include "../../core/shape.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -25,5 +29,20 @@ namespace io {
 }
 
 }  // namespace io
+
+namespace detail {
+
+/// A shape read from a file, checked as a whole before anything is allocated: each extent, the
+/// number of axes, and the product of the non-zero extents (a zero extent must not hide an
+/// overflowing rest). \throws FormatError "<source>: <field>: <what is wrong>".
+[[nodiscard]] inline Shape shape_from_file(std::span<const std::int64_t> extents, std::string_view source,
+                                           std::string_view field) {
+    if (auto problem = extents_problem(extents)) {
+        io::throw_format_error(source, field, *problem);
+    }
+    return Shape(extents);
+}
+
+}  // namespace detail
 
 SYNCBLOB_END_NAMESPACE

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../core/shape.hpp"
+#include "format_error.hpp"
 #include "json_values.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -40,17 +41,6 @@ inline std::int64_t extent(const nlohmann::json& v, std::string_view source, con
         io::throw_format_error(source, where, "expected a non-negative integer extent, found " + describe(v));
     }
     return v.get<std::int64_t>();
-}
-
-inline Shape checked_shape(std::span<const std::int64_t> dims, std::string_view source, std::string_view where) {
-    std::int64_t product = 1;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        if (dims[i] != 0 && product > std::numeric_limits<std::int64_t>::max() / dims[i]) {
-            io::throw_format_error(source, where, "element count overflows int64 at axis " + std::to_string(i));
-        }
-        product *= dims[i];
-    }
-    return Shape(dims);
 }
 
 inline Document read_document(const nlohmann::json& j, std::string_view source) {
@@ -106,9 +96,9 @@ inline Document read_document(const nlohmann::json& j, std::string_view source) 
         for (std::size_t i = 0; i < shape->size(); ++i) {
             dims[i] = extent((*shape)[i], source, "shape[" + std::to_string(i) + "]");
         }
-        doc.shape = checked_shape(std::span(dims.data(), shape->size()), source, "shape");
+        doc.shape = shape_from_file(std::span(dims.data(), shape->size()), source, "shape");
     } else if (has_legacy) {
-        doc.shape = checked_shape(legacy, source, "num/channels/height/width");
+        doc.shape = shape_from_file(legacy, source, "num/channels/height/width");
     } else {
         io::throw_format_error(source, "shape", "missing (expected \"shape\" or the legacy num/channels/height/width)");
     }
@@ -131,12 +121,13 @@ inline Document read_document(const nlohmann::json& j, std::string_view source) 
     return doc;
 }
 
+/// Decodes a checked `values` array (`out.size()` elements) into `out`.
 template <Element T>
-std::unique_ptr<T[]> decode_values(const nlohmann::json& array, Dtype from, std::string_view source,
-                                   std::string_view field) {
-    auto values = std::make_unique_for_overwrite<T[]>(array.size());
-    decode_array(array, from, values.get(), source, field);
-    return values;
+void decode_values(const nlohmann::json& array, Dtype from, std::string_view source, std::string_view field,
+                   std::span<T> out) {
+    if (!out.empty()) {
+        decode_array(array, from, out.data(), source, field);
+    }
 }
 
 }  // namespace detail::json_io

@@ -250,9 +250,9 @@ private:
     }
 
     void shape(NpyHeader& h) {
+        const std::size_t start = pos_;
         expect('(', "expected a tuple '(...)' for 'shape'");
         h.shape.clear();
-        std::uint64_t count = 1;
         bool trailing_comma = false;
         for (;;) {
             skip_space();
@@ -279,10 +279,6 @@ private:
             if (h.shape.size() == Shape::max_axes) {
                 fail(at, "more than " + std::to_string(Shape::max_axes) + " axes");
             }
-            if (v != 0 && count > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / v) {
-                fail(at, "the element count overflows int64");
-            }
-            count *= v;
             h.shape.push_back(static_cast<std::int64_t>(v));
             skip_space();
             trailing_comma = peek() == ',';
@@ -292,7 +288,10 @@ private:
                 fail(pos_, "expected ',' or ')' in 'shape'");
             }
         }
-        h.count = count;
+        if (auto problem = extents_problem(h.shape)) {
+            fail(start, "'shape': " + *problem);
+        }
+        h.count = static_cast<std::uint64_t>(count_of(h.shape));
     }
 
     std::string_view text_;

@@ -249,19 +249,18 @@ private:
             fail(where + ": shape",
                  std::to_string(shape.size()) + " axes, at most " + std::to_string(Shape::max_axes) + " supported");
         }
-        constexpr auto max_count = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-        e.count = 1;
+        constexpr auto max_extent = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
         for (const auto& extent : shape) {
             const auto v = unsigned_of(extent);
-            if (!v || *v > max_count) {
+            if (!v || *v > max_extent) {
                 fail(where + ": shape", "expected non-negative integer extents, found " + extent.dump());
             }
-            if (*v != 0 && e.count > max_count / *v) {
-                fail(where + ": shape", "the element count overflows");
-            }
-            e.count *= *v;
             e.shape.push_back(static_cast<std::int64_t>(*v));
         }
+        if (auto problem = extents_problem(e.shape)) {
+            fail(where + ": shape", *problem);
+        }
+        e.count = static_cast<std::uint64_t>(count_of(e.shape));
         const json& offsets = value["data_offsets"];
         const auto begin = offsets.is_array() && offsets.size() == 2 ? unsigned_of(offsets[0]) : std::nullopt;
         const auto end = offsets.is_array() && offsets.size() == 2 ? unsigned_of(offsets[1]) : std::nullopt;
