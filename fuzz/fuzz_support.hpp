@@ -58,10 +58,10 @@ public:
     explicit Snapshot(const syncblob::Blob<T>& b)
         : has_shape_(b.has_shape()), shape_(b.shape()), data_head_(b.data_head()), diff_head_(b.diff_head()) {
         if (data_head_ != syncblob::Head::uninitialized) {
-            data_.assign(b.host_data().begin(), b.host_data().end());
+            data_ = bytes_of(b.host_data());
         }
         if (diff_head_ != syncblob::Head::uninitialized) {
-            diff_.assign(b.host_diff().begin(), b.host_diff().end());
+            diff_ = bytes_of(b.host_diff());
         }
     }
 
@@ -70,17 +70,22 @@ public:
         require(b.has_shape() == has_shape_ && b.shape() == shape_, "failed load keeps the shape");
         require(b.data_head() == data_head_ && b.diff_head() == diff_head_, "failed load keeps the heads");
         const Snapshot now(b);
-        require(same_bits(std::span<const T>(now.data_), std::span<const T>(data_)), "failed load keeps the data");
-        require(same_bits(std::span<const T>(now.diff_), std::span<const T>(diff_)), "failed load keeps the diff");
+        require(now.data_ == data_, "failed load keeps the data");
+        require(now.diff_ == diff_, "failed load keeps the diff");
     }
 
 private:
+    static std::vector<unsigned char> bytes_of(std::span<const T> values) {
+        const auto* p = reinterpret_cast<const unsigned char*>(values.data());
+        return {p, p + values.size_bytes()};
+    }
+
     bool has_shape_;
     syncblob::Shape shape_;
     syncblob::Head data_head_;
     syncblob::Head diff_head_;
-    std::vector<T> data_;
-    std::vector<T> diff_;
+    std::vector<unsigned char> data_;
+    std::vector<unsigned char> diff_;
 };
 
 }  // namespace fuzz
