@@ -3,7 +3,9 @@
 
 /// \file
 /// `Blob<T, Allocator>`: an N-d array of `T` with a `data` and a `diff` (gradient) buffer, each
-/// mirrored between host and device memory. Storage only: math is in `syncblob/math.hpp`.
+/// mirrored between host and device memory. Storage only: math is in `syncblob/math.hpp`. The
+/// shape queries (`blob/indexing.hpp`, a base of Blob) and printing (`blob/print.hpp`) live in
+/// headers of their own and come with this one.
 
 #include <algorithm>
 #include <cstddef>
@@ -11,11 +13,11 @@
 #include <initializer_list>
 #include <limits>
 #include <memory>
-#include <ostream>
 #include <span>
 #include <string>
 #include <utility>
 
+#include "blob/indexing.hpp"
 #include "core/element.hpp"
 #include "core/error.hpp"
 #include "core/shape.hpp"
@@ -32,7 +34,9 @@ SYNCBLOB_BEGIN_NAMESPACE
 /// A default-constructed blob has no axes and count 0; reshaping to the empty shape makes a scalar.
 /// Move-only: deep copies are explicit (`clone`, `copy_from`).
 template <Element T, SyncedAllocator Allocator>
-class Blob {
+class Blob : public BlobIndexing<Blob<T, Allocator>, T> {
+    using Indexing = BlobIndexing<Blob<T, Allocator>, T>;
+
 public:
     using value_type = T;
     using allocator_type = Allocator;
@@ -74,87 +78,19 @@ public:
 
     // ---- shape -----------------------------------------------------------------------------
 
+    // Shape queries (extent by axis, counts of axis ranges, legacy 4-D accessors, offsets, checked
+    // element reads) come from BlobIndexing.
+    using Indexing::count;
+    using Indexing::shape;
+
     [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
-    /// Extent of `axis`; negative axes count from the end. \throws IndexError
-    [[nodiscard]] std::int64_t shape(std::int64_t axis) const { return shape_[axis_index("Blob::shape", axis)]; }
-    [[nodiscard]] std::size_t num_axes() const noexcept { return shape_.rank(); }
     [[nodiscard]] std::int64_t count() const noexcept { return count_; }
-    /// Product of the extents of axes [start, end) (1 for an empty range; 0 for a blob without a
-    /// shape, which holds nothing). \throws IndexError unless 0 ≤ start ≤ end ≤ num_axes()
-    [[nodiscard]] std::int64_t count(std::size_t start, std::size_t end) const {
-        if (start > end || end > num_axes()) {
-            throw IndexError("Blob::count: axis range [" + std::to_string(start) + ", " + std::to_string(end) +
-                             ") invalid for shape " + shape_string() + " with " + std::to_string(num_axes()) + " axes");
-        }
-        return has_shape_ ? shape_.count(start, end) : 0;
-    }
-    /// Product of the extents from `start` on (`count(0) == count()`). \throws IndexError
-    [[nodiscard]] std::int64_t count(std::size_t start) const { return count(start, num_axes()); }
-    /// The index in [0, num_axes()) of a possibly negative axis. \throws IndexError
-    [[nodiscard]] std::size_t canonical_axis_index(std::int64_t axis) const {
-        return axis_index("Blob::canonical_axis_index", axis);
-    }
-    /// "2 3 4 5 (120)"; a default-constructed blob gives "(0)".
-    [[nodiscard]] std::string shape_string() const { return has_shape() ? shape_.to_string() : std::string("(0)"); }
     /// Elements the buffers can hold without reallocating.
     [[nodiscard]] std::int64_t capacity() const noexcept {
         if (!data_) {
             return 0;
         }
         return static_cast<std::int64_t>(std::min(data_->size(), diff_->size()) / sizeof(T));
-    }
-
-    /// Caffe's legacy accessors: extent of axis 0..3, 1 for axes past the last. \throws ShapeError above 4 axes
-    [[nodiscard]] std::int64_t num() const { return legacy_shape(0); }
-    [[nodiscard]] std::int64_t channels() const { return legacy_shape(1); }
-    [[nodiscard]] std::int64_t height() const { return legacy_shape(2); }
-    [[nodiscard]] std::int64_t width() const { return legacy_shape(3); }
-    /// Extent of legacy axis `index` in [-4, 4) (negative from the end), 1 past the last axis.
-    /// \throws ShapeError above 4 axes, IndexError for an index outside [-4, 4)
-    [[nodiscard]] std::int64_t legacy_shape(std::int64_t index) const {
-        if (num_axes() > 4) {
-            throw ShapeError("Blob::legacy_shape: legacy accessors need at most 4 axes, shape is " + shape_string());
-        }
-        if (index < -4 || index >= 4) {
-            throw IndexError("Blob::legacy_shape: axis " + std::to_string(index) + " out of range [-4, 4) for shape " +
-                             shape_string());
-        }
-        const auto r = static_cast<std::int64_t>(num_axes());
-        if (index >= r || index < -r) {
-            return 1;  // axes past the last are 1 (Caffe's one-padding)
-        }
-        return shape(index);
-    }
-
-    /// Row-major offset of element (n, c, h, w) in the legacy 4-D view. \throws IndexError, ShapeError
-    [[nodiscard]] std::int64_t offset(std::int64_t n, std::int64_t c = 0, std::int64_t h = 0,
-                                      std::int64_t w = 0) const {
-        const std::int64_t idx[4] = {n, c, h, w};
-        std::int64_t result = 0;
-        for (std::size_t axis = 0; axis < 4; ++axis) {
-            const std::int64_t extent = legacy_shape(static_cast<std::int64_t>(axis));
-            check_index("Blob::offset", axis, idx[axis], extent);
-            result = result * extent + idx[axis];
-        }
-        return result;
-    }
-
-    /// Row-major offset of `indices` (at most num_axes(); missing trailing indices are 0). \throws IndexError
-    [[nodiscard]] std::int64_t offset(std::span<const std::int64_t> indices) const {
-        if (indices.size() > num_axes()) {
-            throw IndexError("Blob::offset: " + std::to_string(indices.size()) + " indices for shape " +
-                             shape_string() + " with " + std::to_string(num_axes()) + " axes");
-        }
-        std::int64_t result = 0;
-        for (std::size_t axis = 0; axis < num_axes(); ++axis) {
-            const std::int64_t i = axis < indices.size() ? indices[axis] : 0;
-            check_index("Blob::offset", axis, i, shape_[axis]);
-            result = result * shape_[axis] + i;
-        }
-        return result;
-    }
-    [[nodiscard]] std::int64_t offset(std::initializer_list<std::int64_t> indices) const {
-        return offset(std::span<const std::int64_t>(indices));
     }
 
     // ---- reshape ---------------------------------------------------------------------------
@@ -255,31 +191,6 @@ public:
         lend("Blob::set_device_data", true, data, elements, std::move(borrow));
     }
 
-    /// Checked read of one data element, one index per axis (synchronises data to the host).
-    /// \throws IndexError
-    [[nodiscard]] T data_at(std::span<const std::int64_t> indices) const {
-        return host_data()[element("Blob::data_at", indices)];
-    }
-    [[nodiscard]] T data_at(std::initializer_list<std::int64_t> indices) const {
-        return data_at(std::span<const std::int64_t>(indices));
-    }
-    /// Checked read in the legacy 4-D view. \throws IndexError, ShapeError
-    [[nodiscard]] T data_at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
-        return host_data()[element("Blob::data_at", n, c, h, w)];
-    }
-    /// Checked read of one diff element, one index per axis (synchronises diff to the host).
-    /// \throws IndexError
-    [[nodiscard]] T diff_at(std::span<const std::int64_t> indices) const {
-        return host_diff()[element("Blob::diff_at", indices)];
-    }
-    [[nodiscard]] T diff_at(std::initializer_list<std::int64_t> indices) const {
-        return diff_at(std::span<const std::int64_t>(indices));
-    }
-    /// Checked read in the legacy 4-D view. \throws IndexError, ShapeError
-    [[nodiscard]] T diff_at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
-        return host_diff()[element("Blob::diff_at", n, c, h, w)];
-    }
-
     /// Where the fresh data / diff is (uninitialized for an empty blob).
     [[nodiscard]] Head data_head() const noexcept { return data_ ? data_->head() : Head::uninitialized; }
     [[nodiscard]] Head diff_head() const noexcept { return diff_ ? diff_->head() : Head::uninitialized; }
@@ -333,7 +244,7 @@ public:
         if (source.shape() != shape_ || source.has_shape() != has_shape_) {
             if (!reshape) {
                 throw ShapeError("Blob::copy_from: source shape " + source.shape_string() + " differs from " +
-                                 shape_string() + " (pass reshape = true to adopt it)");
+                                 this->shape_string() + " (pass reshape = true to adopt it)");
             }
         }
         Blob saved = shallow_copy();
@@ -428,23 +339,6 @@ public:
     void fill_diff(T value) { std::ranges::fill(mutable_host_diff_for_overwrite(), value); }
 
     friend void swap(Blob& a, Blob& b) noexcept { a.swap(b); }
-
-    /// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements:
-    /// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]" (8-bit integers as numbers, bool as true/false,
-    /// half and bfloat16 as float).
-    friend std::ostream& operator<<(std::ostream& os, const Blob& b) {
-        os << "Blob<" << element_name<T>() << ">(" << b.shape_string() << ')';
-        if (b.count_ > 0 && b.count_ <= 64) {
-            os << " [";
-            const auto values = b.host_data();
-            for (std::size_t i = 0; i < values.size(); ++i) {
-                os << (i == 0 ? "" : ", ");
-                print_value(os, values[i]);
-            }
-            os << ']';
-        }
-        return os;
-    }
 
 private:
     template <Element, SyncedAllocator>
@@ -566,47 +460,11 @@ private:
     void check_share(const char* op, const Blob& other) const {
         if (!other.has_shape_ || !has_shape_) {  // a shapeless blob may hold buffers (reserve) but no elements
             throw ShapeError(std::string(op) + ": both blobs need a shape (" + other.shape_string() + " shared into " +
-                             shape_string() + ")");
+                             this->shape_string() + ")");
         }
         if (other.count_ != count_) {
             throw ShapeError(std::string(op) + ": counts differ (" + other.shape_string() + " shared into " +
-                             shape_string() + ")");
-        }
-    }
-
-    std::size_t axis_index(const char* op, std::int64_t axis) const {
-        const auto r = static_cast<std::int64_t>(num_axes());
-        if (axis < -r || axis >= r) {
-            throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " out of range [" +
-                             std::to_string(-r) + ", " + std::to_string(r) + ") for shape " + shape_string());
-        }
-        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
-    }
-
-    void check_index(const char* op, std::size_t axis, std::int64_t index, std::int64_t extent) const {
-        if (index < 0 || index >= extent) {
-            throw IndexError(std::string(op) + ": index " + std::to_string(index) + " out of range [0, " +
-                             std::to_string(extent) + ") on axis " + std::to_string(axis) + " of shape " +
-                             shape_string());
-        }
-    }
-
-    // The checked position of one element: one index per axis, in range, in a blob that holds elements.
-    std::size_t element(const char* op, std::span<const std::int64_t> indices) const {
-        if (indices.size() != num_axes()) {
-            throw IndexError(std::string(op) + ": " + std::to_string(indices.size()) + " indices for shape " +
-                             shape_string() + " with " + std::to_string(num_axes()) + " axes");
-        }
-        require_elements(op);
-        return static_cast<std::size_t>(offset(indices));
-    }
-    std::size_t element(const char* op, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
-        require_elements(op);
-        return static_cast<std::size_t>(offset(n, c, h, w));
-    }
-    void require_elements(const char* op) const {
-        if (!has_shape_) {
-            throw IndexError(std::string(op) + ": the blob has no shape and holds no element");
+                             this->shape_string() + ")");
         }
     }
 
@@ -659,18 +517,6 @@ private:
         return static_cast<T*>(b->mutable_device_data_for_overwrite(static_cast<std::size_t>(count_) * sizeof(T)));
     }
 
-    static void print_value(std::ostream& os, T v) {
-        if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16>) {
-            os << static_cast<float>(v);
-        } else if constexpr (std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t>) {
-            os << static_cast<int>(v);
-        } else if constexpr (std::same_as<T, bool>) {
-            os << (v ? "true" : "false");
-        } else {
-            os << v;
-        }
-    }
-
     Shape shape_{};
     std::int64_t count_ = 0;
     bool has_shape_ = false;
@@ -682,3 +528,5 @@ private:
 };
 
 SYNCBLOB_END_NAMESPACE
+
+#include "blob/print.hpp"  // operator<< for Blob

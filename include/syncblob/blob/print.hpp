@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// Printing a blob: its element type and shape, then the values of small blobs.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+
+#include "../core/element.hpp"
+#include "../fwd.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail {
+
+// One element as a reader expects it: 8-bit integers as numbers, bool as true/false, half and
+// bfloat16 as float.
+template <Element T>
+void print_value(std::ostream& os, T v) {
+    if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16>) {
+        os << static_cast<float>(v);
+    } else if constexpr (std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t>) {
+        os << static_cast<int>(v);
+    } else if constexpr (std::same_as<T, bool>) {
+        os << (v ? "true" : "false");
+    } else {
+        os << v;
+    }
+}
+
+}  // namespace detail
+
+/// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements:
+/// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]" (8-bit integers as numbers, bool as true/false,
+/// half and bfloat16 as float). Printing values synchronises the data to the host.
+template <Element T, SyncedAllocator A>
+std::ostream& operator<<(std::ostream& os, const Blob<T, A>& b) {
+    os << "Blob<" << element_name<T>() << ">(" << b.shape_string() << ')';
+    if (b.count() > 0 && b.count() <= 64) {
+        os << " [";
+        const auto values = b.host_data();
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            os << (i == 0 ? "" : ", ");
+            detail::print_value(os, values[i]);
+        }
+        os << ']';
+    }
+    return os;
+}
+
+SYNCBLOB_END_NAMESPACE
