@@ -6,7 +6,8 @@
 /// `asum_diff`, `sumsq_data`, `sumsq_diff`, `scale_data`, `scale_diff` and `dot`.
 ///
 /// Each runs where the data is fresh (Caffe's rule): a host head runs the host kernels
-/// (syncblob/math/host_kernels.hpp); a device or synced head runs `DeviceKernels<Backend>`. An operand
+/// (syncblob/math/host_kernels.hpp); a device or synced head runs `DeviceKernels<Backend>` on the
+/// buffer's own device (a `DeviceGuard` makes it current for the call and restores the caller's). An operand
 /// of a two-operand function that is fresh only on the other side is copied there first (the copy
 /// shows in its stats). Every buffer a kernel reads or writes counts it in its stats
 /// (`host_kernels` / `device_kernels`). Only floating element types have math (`FloatingElement`);
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "blob.hpp"
 #include "core/element.hpp"
@@ -76,6 +78,17 @@ SYNCBLOB_ALWAYS_INLINE void record_kernels(const Buffer& a, const Buffer& b, boo
     }
 }
 
+// A kernel about to run on `runs_on`'s stream that reads `operand`: when the two buffers have
+// different streams, the kernel's stream first waits for the work issued on the operand's.
+template <class Buffer>
+void order_after(const Buffer& runs_on, const Buffer& operand) {
+    if (operand->stream() != runs_on->stream()) {
+        using Device = typename std::remove_cvref_t<decltype(*operand)>::device_backend;
+        auto written = Device::record(operand->stream());
+        Device::stream_wait(runs_on->stream(), written);
+    }
+}
+
 template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>
 SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(std::int64_t n, const Buffer& buffer) {
     const Head head = n != 0 ? buffer->head() : Head::uninitialized;
@@ -85,6 +98,7 @@ SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(std::int64_t n, const Buffer& 
     if (runs_on_device<A>(head)) {
         if constexpr (A::device_backend::has_device) {
             using K = DeviceKernels<typename A::device_backend>;
+            const DeviceGuard<typename A::device_backend> guard(buffer->device_id());
             const auto* p = static_cast<const T*>(buffer->device_data());
             buffer->record_kernel(true);
             return Squares ? K::sumsq(p, n, buffer->stream()) : K::asum(p, n, buffer->stream());
@@ -113,6 +127,7 @@ SYNCBLOB_NOINLINE void scale_general(std::int64_t n, const Buffer& buffer, accum
     }
     if (runs_on_device<A>(head)) {
         if constexpr (A::device_backend::has_device) {
+            const DeviceGuard<typename A::device_backend> guard(buffer->device_id());
             auto* p = static_cast<T*>(buffer->mutable_device_data());
             buffer->record_kernel(true);
             DeviceKernels<typename A::device_backend>::scale(p, alpha, n, buffer->stream());
@@ -153,9 +168,11 @@ SYNCBLOB_NOINLINE void update_general(Blob<T, A>& blob) {
     }
     if (runs_on_device<A>(head)) {
         if constexpr (A::device_backend::has_device) {
+            const DeviceGuard<typename A::device_backend> guard(data->device_id());
             const auto* d = static_cast<const T*>(diff->device_data());
             auto* y = static_cast<T*>(data->mutable_device_data());
             record_kernels(data, diff, true);
+            order_after(data, diff);
             DeviceKernels<typename A::device_backend>::sub(y, d, n, data->stream());
             return;
         }
@@ -179,9 +196,11 @@ SYNCBLOB_NOINLINE accumulator_t<T> dot_general(const Blob<T, A>& a, const Blob<T
     const auto& y = b.data_buffer();
     if (runs_on_device<A>(x->head())) {
         if constexpr (A::device_backend::has_device) {
+            const DeviceGuard<typename A::device_backend> guard(x->device_id());
             const auto* px = static_cast<const T*>(x->device_data());
             const auto* py = static_cast<const T*>(y->device_data());
             record_kernels(x, y, true);
+            order_after(x, y);
             return DeviceKernels<typename A::device_backend>::dot(px, py, n, x->stream());
         }
     }

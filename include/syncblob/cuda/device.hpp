@@ -48,6 +48,17 @@ struct Device {
 
     [[nodiscard]] static int current_device() { return cuda::current_device(); }
     static void set_device(int device) { cuda::set_device(device); }
+    /// The device whose memory `p` points into (`cudaPointerGetAttributes`); the current device for
+    /// memory CUDA does not know (plain host memory).
+    [[nodiscard]] static int device_of(const void* p) {
+        cudaPointerAttributes attributes{};
+        if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+            (void)cudaGetLastError();  // not sticky, but would be blamed on the next call
+            return current_device();
+        }
+        return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged ? attributes.device
+                                                                                                   : current_device();
+    }
     [[nodiscard]] static int device_count() { return cuda::device_count(); }
 
     /// Copies on `stream` and waits for it (so everything issued on it before is finished too).

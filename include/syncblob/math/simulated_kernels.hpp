@@ -3,10 +3,13 @@
 
 /// \file
 /// `DeviceKernels<SimulatedDevice>`: the simulated device's memory is host memory, so its kernels
-/// are the host kernels, run after the copies issued earlier on the same stream (as a GPU kernel
-/// would run after them). The math functions count them as device work.
+/// are the host kernels, queued on the buffer's stream and run in stream order as a GPU runs them
+/// (reductions, whose result returns to the host, wait for their stream). The math functions count
+/// them as device work.
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "../memory/simulated_device.hpp"
 #include "device_kernels.hpp"
@@ -20,35 +23,40 @@ struct DeviceKernels<SimulatedDevice> {
 
     template <FloatingElement T>
     static accumulator_t<T> asum(const T* x, std::int64_t n, stream_type stream) {
-        wait_for(stream);
-        return math::asum(x, n);
+        return reduce(stream, "asum", {range(x, n)}, [=] { return math::asum(x, n); });
     }
     template <FloatingElement T>
     static accumulator_t<T> sumsq(const T* x, std::int64_t n, stream_type stream) {
-        wait_for(stream);
-        return math::sumsq(x, n);
+        return reduce(stream, "sumsq", {range(x, n)}, [=] { return math::sumsq(x, n); });
     }
     template <FloatingElement T>
     static accumulator_t<T> dot(const T* x, const T* y, std::int64_t n, stream_type stream) {
-        wait_for(stream);
-        return math::dot(x, y, n);
+        return reduce(stream, "dot", {range(x, n), range(y, n)}, [=] { return math::dot(x, y, n); });
     }
     template <FloatingElement T>
     static void sub(T* y, const T* x, std::int64_t n, stream_type stream) {
-        wait_for(stream);
-        math::sub(y, x, n);
+        SimulatedDevice::launch(stream, "sub", {range(y, n), range(x, n)}, {range(y, n)}, [=] { math::sub(y, x, n); });
     }
     template <FloatingElement T>
     static void scale(T* x, accumulator_t<T> alpha, std::int64_t n, stream_type stream) {
-        wait_for(stream);
-        math::scale(x, alpha, n);
+        SimulatedDevice::launch(stream, "scale", {range(x, n)}, {range(x, n)}, [=] { math::scale(x, alpha, n); });
     }
 
 private:
-    // A kernel on `stream` runs after everything issued on it before.
-    static void wait_for(stream_type stream) {
-        auto event = SimulatedDevice::record(stream);
-        SimulatedDevice::wait(event);
+    template <class T>
+    static SimulatedDevice::Range range(const T* p, std::int64_t n) {
+        return {p, static_cast<std::size_t>(n) * sizeof(T)};
+    }
+
+    // A reduction whose result returns to the host: queued like any kernel, then waited for (as a
+    // cuBLAS call with a host result pointer waits).
+    template <class Fn>
+    static auto reduce(stream_type stream, const char* what, std::vector<SimulatedDevice::Range> reads, Fn fn) {
+        decltype(fn()) result{};
+        SimulatedDevice::launch(stream, what, std::move(reads), {}, [&result, fn] { result = fn(); });
+        auto done = SimulatedDevice::record(stream);
+        SimulatedDevice::wait(done);
+        return result;
     }
 };
 

@@ -20,7 +20,9 @@ enum class CopyKind : std::uint8_t { host_to_device, device_to_host, device_to_d
 /// - `stream_type` (a value-initialised one is the default stream) and `event_type`
 ///   (default-constructible, movable; marks a point in a stream);
 /// - `name`, and `has_device` (false for a host-only backend);
-/// - `allocate(bytes) -> void*` / `deallocate(p, bytes) noexcept`, and `current_device() -> int`;
+/// - `allocate(bytes) -> void*` / `deallocate(p, bytes) noexcept`;
+/// - `current_device() -> int`, `set_device(int)` (the calling thread's current device) and
+///   `device_of(p) -> int` (the device whose memory `p` points into: a pointer's own device);
 /// - `copy(dst, src, bytes, kind, stream)`, finished when it returns, and `copy_async(...)`,
 ///   which only issues it;
 /// - `fill(dst, byte, bytes, stream)`, finished when it returns;
@@ -43,6 +45,8 @@ concept DeviceBackend = requires {
     { B::deallocate(dst, bytes) }
     noexcept;
     { B::current_device() } -> std::same_as<int>;
+    B::set_device(0);
+    { B::device_of(src) } -> std::same_as<int>;
     B::copy(dst, src, bytes, kind, stream);
     B::copy_async(dst, src, bytes, kind, stream);
     B::fill(dst, byte, bytes, stream);
@@ -50,6 +54,39 @@ concept DeviceBackend = requires {
     B::wait(event);
     B::stream_wait(stream, event);
     { B::poisons_stale_side() } -> std::convertible_to<bool>;
+};
+
+/// Makes a device current for its lifetime and restores the previous one after: device math and
+/// device work on a buffer run on the buffer's own device whatever device the caller has current.
+/// A negative device (no device block) changes nothing.
+template <DeviceBackend Device>
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device) {
+        if constexpr (Device::has_device) {
+            if (device >= 0) {
+                previous_ = Device::current_device();
+                if (previous_ != device) {
+                    Device::set_device(device);
+                    switched_ = true;
+                }
+            }
+        }
+    }
+    ~DeviceGuard() {
+        if (switched_) {
+            try {
+                Device::set_device(previous_);
+            } catch (...) {  // the device that was current a moment ago cannot fail to be set again
+            }
+        }
+    }
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int previous_ = -1;
+    bool switched_ = false;
 };
 
 SYNCBLOB_END_NAMESPACE

@@ -30,6 +30,8 @@ struct NoDevice {
     [[noreturn]] static void* allocate(std::size_t) { unavailable("NoDevice::allocate"); }
     static void deallocate(void*, std::size_t) noexcept {}
     static int current_device() { return -1; }
+    static void set_device(int) noexcept {}
+    static int device_of(const void*) noexcept { return -1; }
     static void copy(void*, const void*, std::size_t, CopyKind, stream_type) { unavailable("NoDevice::copy"); }
     static void copy_async(void*, const void*, std::size_t, CopyKind, stream_type) {
         unavailable("NoDevice::copy_async");

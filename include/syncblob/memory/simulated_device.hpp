@@ -5,26 +5,41 @@
 /// `SimulatedDevice`: a device backend whose "device memory" is separate host memory, so the
 /// whole state machine runs and is tested on machines without a GPU.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
-#include <map>
+#include <functional>
 #include <mutex>
 #include <new>
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "allocator.hpp"
+#include "detail/simulated_queue.hpp"
 #include "device_backend.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-/// A device made of host memory. Copies really happen and are counted; allocations can be made
-/// to fail; a checking mode asks buffers to poison the stale side; and asynchronous copies are
-/// carried out late — when their event is waited on, when a later operation on the same stream
-/// runs, or at `synchronize()` — as a GPU may, so code that forgets to wait reads stale data.
+/// A device made of host memory, as asynchronous as a GPU. Copies really happen and are counted;
+/// allocations can be made to fail; a checking mode asks buffers to poison the stale side.
+///
+/// Copies, fills and kernels are operations queued per stream and run later, in stream order: a
+/// synchronous copy or fill runs its stream up to itself before it returns; an asynchronous copy
+/// or a kernel (`launch`) only queues. `stream_wait(stream, event)` makes the stream's next
+/// operation run after the event and runs nothing by itself; work on one stream runs another
+/// stream's work only through such a dependency. `wait(event)` runs what the event needs;
+/// `synchronize()` runs everything, the streams interleaved as `Settings::seed` chooses. So code
+/// that forgets a wait reads stale values, deterministically for a given seed.
+///
+/// Misuse it can see is recorded, in order, as messages read with `faults()` (since the innermost
+/// `Scope` began): a block freed while queued work still uses it (that work is then cancelled), a
+/// block touched by work issued while another simulated device is current, and two unordered
+/// operations on different streams where one writes what the other touches. No stream is
+/// implicitly ordered with another (as CUDA's non-blocking streams and per-thread default streams).
 ///
 /// Settings live in a process-wide context that a test scopes with `SimulatedDevice::Scope`.
 class SimulatedDevice {
@@ -35,12 +50,11 @@ public:
         friend constexpr bool operator==(Stream, Stream) noexcept = default;
     };
     /// A point in a stream; an empty event (stream -1) is always complete.
-    struct Event {
-        int stream = -1;
-        std::uint64_t sequence = 0;
-    };
+    using Event = detail::sim::Point;
     using stream_type = Stream;
     using event_type = Event;
+    /// Bytes a kernel reads or writes (for `launch`).
+    using Range = detail::sim::Range;
 
     /// What a `Scope` sets.
     struct Settings {
@@ -50,10 +64,13 @@ public:
         bool checking = false;
         /// Number of simulated devices; `set_device` accepts [0, device_count).
         int device_count = 1;
+        /// Chooses the order in which `synchronize()` interleaves the streams' queued work.
+        std::uint64_t seed = 0;
     };
 
     /// Installs settings for its lifetime and restores the previous ones after (not thread-safe
-    /// against concurrent scopes; meant for tests).
+    /// against concurrent scopes; meant for tests). `faults()` reports what happened since the
+    /// innermost scope began; an outer scope still sees its inner scopes' faults.
     class Scope {
     public:
         explicit Scope(Settings settings) {
@@ -61,14 +78,20 @@ public:
             std::lock_guard lock(s.mutex);
             previous_ = s.settings;
             previous_allocations_ = s.allocations_in_scope;
+            previous_first_fault_ = s.first_fault;
+            previous_rng_ = s.rng;
             s.settings = settings;
             s.allocations_in_scope = 0;
+            s.first_fault = s.engine.faults().size();
+            s.rng.seed(settings.seed);
         }
         ~Scope() {
             auto& s = state();
             std::lock_guard lock(s.mutex);
             s.settings = previous_;
             s.allocations_in_scope = previous_allocations_;
+            s.first_fault = previous_first_fault_;
+            s.rng = previous_rng_;
         }
         Scope(const Scope&) = delete;
         Scope& operator=(const Scope&) = delete;
@@ -76,6 +99,8 @@ public:
     private:
         Settings previous_;
         std::uint64_t previous_allocations_ = 0;
+        std::size_t previous_first_fault_ = 0;
+        std::mt19937_64 previous_rng_;
     };
 
     static constexpr std::string_view name = "SimulatedDevice";
@@ -97,11 +122,19 @@ public:
         void* p = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{alignment});
         // Fresh device memory is not zero on a GPU either: code that forgets to zero-fill shows it.
         std::memset(p, uninitialized_byte, bytes);
+        try {
+            s.engine.add_block(p, bytes, current());
+        } catch (...) {
+            ::operator delete (p, std::align_val_t{alignment});
+            throw;
+        }
         ++s.live_blocks;
         s.live_bytes += bytes;
         return p;
     }
 
+    /// Frees a block at once, as a stream-ordered free would not: queued work that still uses it
+    /// is a fault (and is cancelled). Free only after waiting for that work.
     static void deallocate(void* p, std::size_t bytes) noexcept {
         if (p == nullptr) {
             return;
@@ -109,6 +142,10 @@ public:
         auto& s = state();
         {
             std::lock_guard lock(s.mutex);
+            try {
+                s.engine.remove_block(p, bytes);
+            } catch (...) {  // a fault message that cannot be allocated is lost; the block is still freed
+            }
             --s.live_blocks;
             s.live_bytes -= bytes;
         }
@@ -128,6 +165,15 @@ public:
         current() = device;
     }
 
+    /// The device whose block holds `p`, or the current device for memory the simulator did not
+    /// allocate (as `cudaPointerGetAttributes` names a pointer's own device).
+    [[nodiscard]] static int device_of(const void* p) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        const int d = s.engine.device_of(p);
+        return d < 0 ? current() : d;
+    }
+
     /// A new stream, distinct from every other.
     [[nodiscard]] static Stream create_stream() {
         auto& s = state();
@@ -135,68 +181,106 @@ public:
         return Stream{++s.last_stream};
     }
 
-    static void copy(void* dst, const void* src, std::size_t bytes, CopyKind, Stream stream) {
+    /// Copies on `stream` and returns when the copy is done (after everything issued before it there).
+    static void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        flush(s, stream.id, s.issued[stream.id]);
-        copy_bytes(dst, src, bytes);
+        (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
+        s.engine.host_wait(s.engine.record(stream.id));
     }
 
-    /// Issues the copy; it runs (reading `src` then) when the stream is next flushed.
-    static void copy_async(void* dst, const void* src, std::size_t bytes, CopyKind, Stream stream) {
+    /// Issues the copy; it runs (reading `src` then) when its stream is run up to it.
+    static void copy_async(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        s.queues[stream.id].push_back(Pending{dst, src, bytes, ++s.issued[stream.id]});
+        (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
     }
 
+    /// Fills on `stream` and returns when done.
     static void fill(void* dst, unsigned char byte, std::size_t bytes, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        flush(s, stream.id, s.issued[stream.id]);
-        if (bytes != 0) {
-            std::memset(dst, byte, bytes);
-        }
+        detail::sim::Operation op;
+        op.stream = stream.id;
+        op.what = "fill of " + std::to_string(bytes) + " bytes";
+        op.writes = {Range{dst, bytes}};
+        op.body = [dst, byte, bytes] {
+            if (bytes != 0) {
+                std::memset(dst, byte, bytes);
+            }
+        };
+        (void)s.engine.issue(std::move(op), current());
+        s.engine.host_wait(s.engine.record(stream.id));
+    }
+
+    /// Queues a kernel on `stream` that reads `reads` and writes `writes`; `body` runs when the
+    /// stream is run up to it (under the simulator's lock: it must not call the simulator).
+    static void launch(Stream stream, std::string what, std::vector<Range> reads, std::vector<Range> writes,
+                       std::function<void()> body) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        detail::sim::Operation op;
+        op.stream = stream.id;
+        op.what = "kernel " + std::move(what);
+        op.reads = std::move(reads);
+        op.writes = std::move(writes);
+        op.body = std::move(body);
+        (void)s.engine.issue(std::move(op), current());
     }
 
     [[nodiscard]] static Event record(Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        return Event{stream.id, s.issued[stream.id]};
+        return s.engine.record(stream.id);
     }
 
-    /// Blocks until `event` is reached: runs every copy issued on its stream up to it.
+    /// Blocks until `event` is reached: runs its stream's work up to it (and what that waits for).
     static void wait(Event& event) {
         if (event.stream < 0) {
             return;
         }
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        flush(s, event.stream, event.sequence);
+        s.engine.host_wait(event);
     }
 
-    /// Makes `stream` wait for `event`. Simulated work runs eagerly, so this runs the event's copies.
-    static void stream_wait(Stream, Event& event) { wait(event); }
+    /// Makes `stream`'s next operation wait for `event`; runs nothing.
+    static void stream_wait(Stream stream, Event& event) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        s.engine.stream_wait(stream.id, event);
+    }
 
     static bool poisons_stale_side() noexcept { return settings().checking; }
 
-    /// Runs every pending copy on every stream.
+    /// Runs every queued operation on every stream, interleaved as `Settings::seed` chooses.
     static void synchronize() {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        for (auto& [id, queue] : s.queues) {
-            flush(s, id, s.issued[id]);
-        }
+        s.engine.synchronize(s.rng);
     }
 
-    /// Copies issued but not yet carried out, on all streams.
+    /// Operations (copies, fills, kernels) issued but not yet run, on all streams.
     [[nodiscard]] static std::size_t pending_copies() {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        std::size_t n = 0;
-        for (const auto& [id, queue] : s.queues) {
-            n += queue.size();
-        }
-        return n;
+        return s.engine.queued();
+    }
+
+    /// The misuse seen since the innermost `Scope` began, in order (empty when there was none).
+    [[nodiscard]] static std::vector<std::string> faults() {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        const auto& all = s.engine.faults();
+        return {all.begin() + static_cast<std::ptrdiff_t>(std::min(s.first_fault, all.size())), all.end()};
+    }
+
+    /// Forgets the faults recorded since the innermost `Scope` began (for a test that provoked
+    /// them on purpose and checked them).
+    static void clear_faults() {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        s.engine.truncate_faults(s.first_fault);
     }
 
     /// Device blocks allocated and not yet freed (for leak checks).
@@ -216,13 +300,6 @@ public:
 private:
     static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
 
-    struct Pending {
-        void* dst;
-        const void* src;
-        std::size_t bytes;
-        std::uint64_t sequence;
-    };
-
     struct State {
         std::mutex mutex;
         Settings settings;
@@ -230,8 +307,9 @@ private:
         std::size_t live_blocks = 0;
         std::size_t live_bytes = 0;
         int last_stream = 0;
-        std::map<int, std::deque<Pending>> queues;
-        std::map<int, std::uint64_t> issued;
+        detail::sim::Engine engine;
+        std::size_t first_fault = 0;
+        std::mt19937_64 rng{0};
     };
 
     static State& state() {
@@ -244,24 +322,22 @@ private:
         return device;
     }
 
-    static void copy_bytes(void* dst, const void* src, std::size_t bytes) {
-        if (bytes != 0) {
-            std::memmove(dst, src, bytes);
-        }
-    }
-
-    // Runs the copies of `stream` issued at or before `sequence`, in order. Caller holds the mutex.
-    static void flush(State& s, int stream, std::uint64_t sequence) {
-        auto it = s.queues.find(stream);
-        if (it == s.queues.end()) {
-            return;
-        }
-        auto& queue = it->second;
-        while (!queue.empty() && queue.front().sequence <= sequence) {
-            const Pending p = queue.front();
-            queue.pop_front();
-            copy_bytes(p.dst, p.src, p.bytes);
-        }
+    static detail::sim::Operation copy_operation(void* dst, const void* src, std::size_t bytes, CopyKind kind,
+                                                 Stream stream) {
+        detail::sim::Operation op;
+        op.stream = stream.id;
+        op.what = std::string(kind == CopyKind::host_to_device   ? "copy H->D"
+                              : kind == CopyKind::device_to_host ? "copy D->H"
+                                                                 : "copy D->D") +
+                  " of " + std::to_string(bytes) + " bytes";
+        op.reads = {Range{src, bytes}};
+        op.writes = {Range{dst, bytes}};
+        op.body = [dst, src, bytes] {
+            if (bytes != 0) {
+                std::memmove(dst, src, bytes);
+            }
+        };
+        return op;
     }
 };
 

@@ -194,6 +194,7 @@ public:
     void set_device_data(void* data, std::size_t bytes, Borrow borrow = {}) {
         require_device("SyncedBuffer::set_device_data");
         check_borrow("SyncedBuffer::set_device_data", data, bytes);
+        const int id = Device::device_of(data);  // the pointer's own device, not whichever is current
         std::lock_guard lock(mutex_);
         if (owns_unlocked(data)) {
             throw StateError("SyncedBuffer::set_device_data: cannot borrow memory of the buffer's own blocks");
@@ -201,7 +202,7 @@ public:
         wait_host_unlocked();
         release_device();
         device_ = data;
-        device_id_ = Device::current_device();
+        device_id_ = id;
         device_read_only_ = borrow.read_only;
         device_keep_alive_ = std::move(borrow.keep_alive);
         publish(Head::at_device);
@@ -225,6 +226,7 @@ public:
         wait_host_unlocked();
         check_device_id("SyncedBuffer::push_to_device_async");
         ensure_device(false, false);
+        order_after_own_stream(stream);  // the device block may still be in use by work on the buffer's stream
         if (size_ != 0) {
             Device::copy_async(device_, host_, size_, CopyKind::host_to_device, stream);
             count(stats_.host_to_device, stats_.host_to_device_bytes);
@@ -247,9 +249,14 @@ public:
             throw StateError("SyncedBuffer::pull_to_host_async: needs fresh device data, but the head is " +
                              std::string(head_name(h)));
         }
-        wait_device_unlocked();
         check_device_id("SyncedBuffer::pull_to_host_async");
         ensure_host(false, false);
+        // The copy reads what kernels on the buffer's stream write, and writes the host block an
+        // earlier asynchronous copy may still read: its stream waits for both (the host does not).
+        order_after_own_stream(stream);
+        if (pending_host_ || pending_device_) {
+            Device::stream_wait(stream, *event_);
+        }
         if (size_ != 0) {
             Device::copy_async(host_, device_, size_, CopyKind::device_to_host, stream);
             count(stats_.device_to_host, stats_.device_to_host_bytes);
@@ -291,6 +298,10 @@ public:
                 const void* src = source.device_data();
                 void* dst = mutable_device_data_for_overwrite(bytes);
                 if (bytes != 0) {
+                    if (source.stream() != stream_) {  // the copy reads what work on the source's stream writes
+                        auto written = Device::record(source.stream());
+                        Device::stream_wait(stream_, written);
+                    }
                     Device::copy(dst, src, bytes, CopyKind::device_to_device, stream_);
                     std::lock_guard lock(mutex_);
                     ++stats_.device_to_device;
@@ -528,8 +539,16 @@ private:
         host_keep_alive_.reset();
     }
 
+    // Frees an owned device block after the work issued on the buffer's stream (kernels, copies)
+    // is done with it: a stream-ordered or caching allocator would otherwise hand the block out
+    // again while a kernel still reads it (cudaFree only hides this by synchronising the device).
     void release_device() const noexcept {
         if (device_owned_) {
+            try {
+                auto done = Device::record(stream_);
+                Device::wait(done);
+            } catch (...) {  // a failing device cannot be waited on; the block is freed all the same
+            }
             Device::deallocate(device_, size_);
         }
         device_ = nullptr;
@@ -609,6 +628,14 @@ private:
             pending_host_ = pending_device_ = false;
             event_.reset();
             publish(head());
+        }
+    }
+
+    // Work issued next on `stream` runs after what was issued on the buffer's own stream.
+    void order_after_own_stream(stream_type stream) const {
+        if (stream != stream_) {
+            auto issued = Device::record(stream_);
+            Device::stream_wait(stream, issued);
         }
     }
 
