@@ -321,3 +321,20 @@ TEST_CASE("Blob set_device_data refuses memory of the blob's own diff on the sim
     CHECK_THROWS_AS(b.set_device_data(device_diff, 4), syncblob::StateError);
     CHECK(b.data_head() == Head::uninitialized);
 }
+
+TEST_CASE("Blob operator<< shows a device blob's device, stream and pending copies", "[blob][simulated]") {
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    Blob<float, syncblob::Simulated> b{2};
+    b.fill(1.0f);
+    CHECK(printed(b) == "Blob<F32>(2 (2)) [1, 1]");  // no device block yet
+    (void)b.device_data();
+    CHECK(printed(b) == "Blob<F32>(2 (2), device 0) [1, 1]");
+    const auto stream = SimulatedDevice::create_stream();
+    b.set_stream(stream);
+    b.fill(2.0f);
+    b.data_buffer()->push_to_device_async();
+    std::ostringstream expected;
+    expected << "Blob<F32>(2 (2), device 0, stream " << stream.id << ", async copy pending) [2, 2]";
+    CHECK(printed(b) == expected.str());
+    CHECK_FALSE(b.data_buffer()->async_pending());  // printing the values waited for the copy
+}

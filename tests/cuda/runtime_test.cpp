@@ -5,8 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
@@ -18,6 +20,8 @@
 #include <syncblob/cuda/math.hpp>
 #include <syncblob/cuda/runtime.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+
+#include "cuda_test_device.hpp"
 
 // Under AddressSanitizer on a machine with a GPU, the CUDA driver needs the address range ASan
 // protects by default (every allocation would fail with cudaErrorMemoryAllocation), and it keeps
@@ -158,6 +162,17 @@ TEST_CASE("PinnedAllocator falls back to aligned pageable memory without a drive
     PinnedAllocator::deallocate({});  // an empty block is ignored
 }
 
+TEST_CASE("PinnedAllocator refuses absurd sizes with bad_alloc on either path, never a wrapped block",
+          "[cuda][pinned]") {
+    // Aligned operator new rounds the size up to the alignment, which wraps near SIZE_MAX: the
+    // pageable fallback must refuse such sizes as AlignedAllocator does, not hand out a tiny block.
+    for (const std::size_t bytes : {std::numeric_limits<std::size_t>::max() - 8,
+                                    static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max())}) {
+        INFO(bytes << " bytes");
+        CHECK_THROWS_AS(PinnedAllocator::allocate(bytes), std::bad_alloc);
+    }
+}
+
 TEST_CASE("without a usable driver every device call throws NoDeviceError with the driver's message",
           "[cuda][no-device]") {
     const auto reason = syncblob::cuda::no_device_reason();
@@ -248,4 +263,22 @@ TEST_CASE("cuda::Device's checking mode is off by default and switchable", "[cud
     CHECK(syncblob::cuda::Device::poisons_stale_side());
     syncblob::cuda::Device::set_checking(false);
     CHECK_FALSE(syncblob::cuda::Device::poisons_stale_side());
+}
+
+TEST_CASE("SYNCBLOB_REQUIRE_GPU=1 turns a missing device into a failure instead of a skip", "[cuda][gpu-required]") {
+    using syncblob_test::skip_reason;
+    const bool has_device = !syncblob::cuda::no_device_reason().has_value();
+    ::unsetenv("SYNCBLOB_REQUIRE_GPU");
+    CHECK(skip_reason<syncblob::cuda::Device>().has_value() == !has_device);  // skipped where there is none
+    ::setenv("SYNCBLOB_REQUIRE_GPU", "1", 1);
+    if (has_device) {
+        CHECK_FALSE(skip_reason<syncblob::cuda::Device>().has_value());
+    } else {
+        CHECK_THROWS_WITH(skip_reason<syncblob::cuda::Device>(),
+                          Catch::Contains("SYNCBLOB_REQUIRE_GPU=1, but no CUDA device"));
+    }
+    CHECK_FALSE(skip_reason<syncblob::SimulatedDevice>().has_value());  // the simulator is always there
+    ::setenv("SYNCBLOB_REQUIRE_GPU", "0", 1);
+    CHECK(skip_reason<syncblob::cuda::Device>().has_value() == !has_device);
+    ::unsetenv("SYNCBLOB_REQUIRE_GPU");
 }

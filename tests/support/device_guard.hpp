@@ -6,10 +6,13 @@
 // Backends specialise TestDevice; SimulatedDevice's is here, cuda::Device's in tests/cuda.
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <syncblob/memory/device_backend.hpp>
@@ -91,11 +94,35 @@ void write_device(void* device_ptr, const void* host, std::size_t bytes) {
 
 }  // namespace syncblob_test
 
-/// Returns from the current test, reporting it skipped, when `Backend` has no usable device here.
-#define SYNCBLOB_REQUIRE_DEVICE(Backend)                                                         \
-    do {                                                                                         \
-        if (const auto syncblob_reason_ = ::syncblob_test::TestDevice<Backend>::unavailable()) { \
-            std::cout << "skipped: " << *syncblob_reason_ << std::endl;                          \
-            return;                                                                              \
-        }                                                                                        \
+namespace syncblob_test {
+
+/// True when the environment says a usable GPU must exist (`SYNCBLOB_REQUIRE_GPU=1`, for a GPU
+/// machine's CI): "no usable device" is then a failure, not a skip, so a broken driver cannot turn
+/// the GPU suite into a row of skips.
+inline bool gpu_required() {
+    const char* v = std::getenv("SYNCBLOB_REQUIRE_GPU");
+    return v != nullptr && std::string_view(v) == "1";
+}
+
+/// Why a test of `Backend` is skipped here, or nothing when the backend can run it.
+/// \throws std::runtime_error (the test fails) when it would be skipped but SYNCBLOB_REQUIRE_GPU=1.
+template <class Backend>
+std::optional<std::string> skip_reason() {
+    auto reason = TestDevice<Backend>::unavailable();
+    if (reason && gpu_required()) {
+        throw std::runtime_error("SYNCBLOB_REQUIRE_GPU=1, but " + *reason);
+    }
+    return reason;
+}
+
+}  // namespace syncblob_test
+
+/// Returns from the current test, reporting it skipped, when `Backend` has no usable device here
+/// (fails it instead when SYNCBLOB_REQUIRE_GPU=1).
+#define SYNCBLOB_REQUIRE_DEVICE(Backend)                                             \
+    do {                                                                             \
+        if (const auto syncblob_reason_ = ::syncblob_test::skip_reason<Backend>()) { \
+            std::cout << "skipped: " << *syncblob_reason_ << std::endl;              \
+            return;                                                                  \
+        }                                                                            \
     } while (false)

@@ -31,14 +31,44 @@ void print_value(std::ostream& os, T v) {
     }
 }
 
+// Where a device blob's data lives: ", device 0" once it has a device block, ", stream 3" on a
+// stream other than the default (when the backend's streams print), ", async copy pending" while
+// an asynchronous copy of data or diff has not been waited for. Read before the values are printed
+// (printing them synchronises the data to the host).
+template <class B>
+void print_device_state(std::ostream& os, const B& b) {
+    const auto& data = b.data_buffer();
+    if (!data) {
+        return;
+    }
+    if (const int device = data->device_id(); device >= 0) {
+        os << ", device " << device;
+    }
+    using Stream = typename B::stream_type;
+    if constexpr (requires(std::ostream & out, Stream s) { out << s; }) {
+        if (!(b.stream() == Stream{})) {
+            os << ", stream " << b.stream();
+        }
+    }
+    if (data->async_pending() || b.diff_buffer()->async_pending()) {
+        os << ", async copy pending";
+    }
+}
+
 }  // namespace detail
 
 /// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements:
 /// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]" (8-bit integers as numbers, bool as true/false,
-/// half and bfloat16 as float). Printing values synchronises the data to the host.
+/// half and bfloat16 as float). A blob with a device backend also shows its device, stream and
+/// pending asynchronous copies: "Blob<F32>(2 3 (6), device 0, stream 3, async copy pending)".
+/// Printing values synchronises the data to the host.
 template <Element T, SyncedAllocator A>
 std::ostream& operator<<(std::ostream& os, const Blob<T, A>& b) {
-    os << "Blob<" << element_name<T>() << ">(" << b.shape_string() << ')';
+    os << "Blob<" << element_name<T>() << ">(" << b.shape_string();
+    if constexpr (A::device_backend::has_device) {
+        detail::print_device_state(os, b);
+    }
+    os << ')';
     if (b.count() > 0 && b.count() <= 64) {
         os << " [";
         const auto values = b.host_data();

@@ -24,20 +24,22 @@ SYNCBLOB_BEGIN_NAMESPACE
 namespace cuda {
 
 /// Host memory for fast and asynchronous transfers: `cudaMallocHost` where a driver is present;
-/// where the runtime reports no usable driver or device, 64-byte-aligned pageable memory instead
-/// (so host-side use of a GPU blob works on any machine). Each block records in `HostBlock::kind`
-/// how it was obtained and is freed the same way.
+/// 64-byte-aligned pageable memory (`AlignedAllocator`, with its guard against absurd sizes) where
+/// the runtime reports no usable driver or device (so host-side use of a GPU blob works on any
+/// machine), and for a block for which pinned memory has run out (page-locked memory is a scarce,
+/// system-wide resource; pageable memory still works, only its asynchronous copies are not truly
+/// asynchronous). Each block records in `HostBlock::kind` how it was obtained and is freed the same way.
 struct PinnedAllocator {
     static constexpr std::string_view name = "cuda::PinnedAllocator";
     /// Alignment of the pageable fallback (pinned blocks are page-aligned).
-    static constexpr std::size_t alignment = 64;
+    static constexpr std::size_t alignment = AlignedAllocator::alignment;
 
     /// `HostBlock::kind` values.
     static constexpr std::uint32_t pinned = 1;    ///< from cudaMallocHost, freed by cudaFreeHost
-    static constexpr std::uint32_t pageable = 2;  ///< the fallback, from aligned operator new
+    static constexpr std::uint32_t pageable = 2;  ///< the fallback, from AlignedAllocator
 
-    /// \throws `OutOfMemoryError` (a `std::bad_alloc`) when pinned memory runs out, `std::bad_alloc`
-    /// when the fallback does, `DeviceError` on any other failure of the runtime.
+    /// \throws `std::bad_alloc` when neither pinned nor pageable memory is available (or `bytes` is
+    /// absurd), `DeviceError` on any other failure of the runtime.
     [[nodiscard]] static HostBlock allocate(std::size_t bytes) {
         if (bytes == 0) {
             return {};
@@ -51,9 +53,12 @@ struct PinnedAllocator {
             } catch (const NoDeviceError&) {
                 // The driver's absence does not change while the process runs: ask only once.
                 driver_missing().store(true, std::memory_order_relaxed);
+            } catch (const OutOfMemoryError&) {  // pinned memory ran out: this block is pageable
             }
         }
-        return {::operator new (bytes, std::align_val_t{alignment}), bytes, pageable};
+        HostBlock block = AlignedAllocator::allocate(bytes);
+        block.kind = pageable;
+        return block;
     }
 
     static void deallocate(HostBlock block) noexcept {
@@ -63,7 +68,7 @@ struct PinnedAllocator {
         if (block.kind == pinned) {
             (void)cudaFreeHost(block.data);
         } else {
-            ::operator delete (block.data, std::align_val_t{alignment});
+            AlignedAllocator::deallocate(block);
         }
     }
 

@@ -42,7 +42,9 @@ struct Device {
 
     static void deallocate(void* p, std::size_t) noexcept {
         if (p != nullptr) {
-            (void)cudaFree(p);  // nothing to report from a release; a dead context frees everything anyway
+            if (cudaFree(p) != cudaSuccess) {  // nothing to report from a release; a dead context frees everything
+                (void)cudaGetLastError();      // anyway, but the error must not be blamed on the next call
+            }
         }
     }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <ostream>
 #include <random>
 #include <string>
 #include <string_view>
@@ -48,6 +49,7 @@ public:
     struct Stream {
         int id = 0;
         friend constexpr bool operator==(Stream, Stream) noexcept = default;
+        friend std::ostream& operator<<(std::ostream& os, Stream s) { return os << s.id; }
     };
     /// A point in a stream; an empty event (stream -1) is always complete.
     using Event = detail::sim::Point;

@@ -62,6 +62,12 @@ __global__ void reduce_kernel(Term term, std::int64_t n, term_value_t<Term>* par
     return text + "> on " + std::to_string(n) + " elements";
 }
 
+/// Forgets an error left by an earlier call that was not checked (a release, say), so that the
+/// `cudaGetLastError` after a launch reports the launch's own error and not a stale one.
+inline void clear_stale_error() noexcept {
+    (void)cudaGetLastError();
+}
+
 /// Runs `op(i)` for i in [0, n) on `stream` (issued; not waited for).
 template <class Op>
 void launch_for_each(const Op& op, std::int64_t n, cudaStream_t stream, std::string_view operation,
@@ -70,6 +76,7 @@ void launch_for_each(const Op& op, std::int64_t n, cudaStream_t stream, std::str
         return;
     }
     const auto blocks = static_cast<unsigned int>(blocks_for(n, max_for_each_blocks));
+    clear_stale_error();
     for_each_kernel<<<blocks, block_threads, 0, stream>>>(op, n);
     SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n, to_dtype));
 }
@@ -103,6 +110,7 @@ template <class Term>
     const std::int64_t blocks = blocks_for(n, max_reduce_blocks);
     const auto count = static_cast<std::size_t>(blocks);
     Scratch<V> partials(count, stream);
+    clear_stale_error();
     reduce_kernel<<<static_cast<unsigned int>(blocks), block_threads, 0, stream>>>(term, n, partials.get());
     SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n));
     std::vector<V> host(count);

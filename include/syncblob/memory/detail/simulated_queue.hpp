@@ -266,11 +266,11 @@ private:
             for (const auto& a : history_) {
                 if (a.stream != op.stream && (write || a.write) && overlap(a.range, r) &&
                     !happens_before(a.clock, op.clock)) {
+                    const std::string how = write && a.write ? "both write"
+                                            : write          ? op.what + " writes what " + a.what + " reads"
+                                                             : a.what + " writes what " + op.what + " reads";
                     fault(op.what + " on stream " + std::to_string(op.stream) + " and " + a.what + " on stream " +
-                          std::to_string(a.stream) + " are unordered, and " +
-                          (write ? (a.write ? "both write" : "the first writes what the second reads")
-                                 : "the second writes what the first reads") +
-                          " " + hex(r.data));
+                          std::to_string(a.stream) + " are unordered: " + how + " at " + hex(r.data));
                     return;
                 }
             }
