@@ -524,7 +524,7 @@ private:
     std::shared_ptr<buffer_type> diff_;
     TransferStats retired_data_stats_{};
     TransferStats retired_diff_stats_{};
-    stream_type stream_{};
+    stream_type stream_ = device_backend::default_stream();
 };
 
 SYNCBLOB_END_NAMESPACE

@@ -282,3 +282,13 @@ TEST_CASE("SYNCBLOB_REQUIRE_GPU=1 turns a missing device into a failure instead 
     CHECK(skip_reason<syncblob::cuda::Device>().has_value() == !has_device);
     ::unsetenv("SYNCBLOB_REQUIRE_GPU");
 }
+
+TEST_CASE("A cuda blob's stream is the legacy default stream, named explicitly", "[cuda][streams]") {
+    // A null cudaStream_t would mean the legacy or the per-thread default stream depending on each
+    // translation unit's --default-stream: the same blob could be on two streams in one program.
+    syncblob::Blob<float, syncblob::cuda::Allocator> b{4};
+    CHECK(b.stream() == cudaStreamLegacy);
+    CHECK(b.data_buffer()->stream() == cudaStreamLegacy);
+    CHECK(b.diff_buffer()->stream() == cudaStreamLegacy);
+    CHECK(syncblob::cuda::Device::default_stream() == cudaStreamLegacy);
+}

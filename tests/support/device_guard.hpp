@@ -78,8 +78,7 @@ template <class Backend>
 std::vector<unsigned char> read_device(const void* device_ptr, std::size_t bytes) {
     std::vector<unsigned char> out(bytes);
     if (bytes != 0) {
-        Backend::copy(out.data(), device_ptr, bytes, syncblob::CopyKind::device_to_host,
-                      typename Backend::stream_type{});
+        Backend::copy(out.data(), device_ptr, bytes, syncblob::CopyKind::device_to_host, Backend::default_stream());
     }
     return out;
 }
@@ -88,7 +87,7 @@ std::vector<unsigned char> read_device(const void* device_ptr, std::size_t bytes
 template <class Backend>
 void write_device(void* device_ptr, const void* host, std::size_t bytes) {
     if (bytes != 0) {
-        Backend::copy(device_ptr, host, bytes, syncblob::CopyKind::host_to_device, typename Backend::stream_type{});
+        Backend::copy(device_ptr, host, bytes, syncblob::CopyKind::host_to_device, Backend::default_stream());
     }
 }
 

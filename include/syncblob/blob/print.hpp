@@ -46,7 +46,7 @@ void print_device_state(std::ostream& os, const B& b) {
     }
     using Stream = typename B::stream_type;
     if constexpr (requires(std::ostream & out, Stream s) { out << s; }) {
-        if (!(b.stream() == Stream{})) {
+        if (!(b.stream() == B::device_backend::default_stream())) {
             os << ", stream " << b.stream();
         }
     }

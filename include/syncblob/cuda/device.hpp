@@ -25,7 +25,7 @@ namespace cuda {
 /// finds no usable driver or device, the first device access throws `NoDeviceError` carrying the
 /// driver's message, and host-side use of a buffer is unaffected.
 struct Device {
-    /// `cudaStream_t`; a value-initialised one (null) is the default stream.
+    /// `cudaStream_t`; a buffer's stream is `default_stream()` until it is given another.
     using stream_type = cudaStream_t;
     using event_type = Event;
 
@@ -48,6 +48,12 @@ struct Device {
         }
     }
 
+    /// `cudaStreamLegacy`, named explicitly: a null `cudaStream_t` means the legacy or the
+    /// per-thread default stream depending on each translation unit's `--default-stream`, so two
+    /// translation units of one program could disagree about a buffer's stream. The legacy default
+    /// stream is also the one a kernel launched without a stream runs on under nvcc's default
+    /// flags, so such kernels stay ordered with syncblob's work.
+    [[nodiscard]] static stream_type default_stream() noexcept { return cudaStreamLegacy; }
     [[nodiscard]] static int current_device() { return cuda::current_device(); }
     static void set_device(int device) { cuda::set_device(device); }
     /// The device whose memory `p` points into (`cudaPointerGetAttributes`); the current device for

@@ -17,8 +17,10 @@ SYNCBLOB_BEGIN_NAMESPACE
 enum class CopyKind : std::uint8_t { host_to_device, device_to_host, device_to_device };
 
 /// A device backend is a stateless policy type with static members:
-/// - `stream_type` (a value-initialised one is the default stream) and `event_type`
-///   (default-constructible, movable; marks a point in a stream);
+/// - `stream_type` and `default_stream()`, the stream a buffer uses until it is given another,
+///   named explicitly (for CUDA, a value-initialised `cudaStream_t` would mean the legacy or the
+///   per-thread default stream depending on each translation unit's `--default-stream`), and
+///   `event_type` (default-constructible, movable; marks a point in a stream);
 /// - `name`, and `has_device` (false for a host-only backend);
 /// - `allocate(bytes) -> void*` / `deallocate(p, bytes) noexcept`;
 /// - `current_device() -> int`, `set_device(int)` (the calling thread's current device) and
@@ -44,6 +46,7 @@ concept DeviceBackend = requires {
     { B::allocate(bytes) } -> std::same_as<void*>;
     { B::deallocate(dst, bytes) }
     noexcept;
+    { B::default_stream() } -> std::same_as<typename B::stream_type>;
     { B::current_device() } -> std::same_as<int>;
     B::set_device(0);
     { B::device_of(src) } -> std::same_as<int>;

@@ -29,6 +29,7 @@ struct NoDevice {
 
     [[noreturn]] static void* allocate(std::size_t) { unavailable("NoDevice::allocate"); }
     static void deallocate(void*, std::size_t) noexcept {}
+    static constexpr stream_type default_stream() noexcept { return {}; }
     static int current_device() { return -1; }
     static void set_device(int) noexcept {}
     static int device_of(const void*) noexcept { return -1; }

@@ -154,6 +154,9 @@ public:
         ::operator delete (p, std::align_val_t{alignment});
     }
 
+    /// Stream 0.
+    [[nodiscard]] static constexpr Stream default_stream() noexcept { return Stream{0}; }
+
     /// The calling thread's current simulated device.
     static int current_device() noexcept { return current(); }
 

@@ -673,7 +673,7 @@ private:
     mutable std::optional<typename Device::event_type> event_;
     mutable bool pending_host_ = false;
     mutable bool pending_device_ = false;
-    stream_type stream_{};
+    stream_type stream_ = Device::default_stream();
     mutable TransferStats stats_{};  // kernel counts live in host_kernels_ and device_kernels_
     unsigned char poison_byte_ = 0xFF;
 };
