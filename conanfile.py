@@ -9,7 +9,6 @@ class SyncblobConan(ConanFile):
     name = "syncblob"
     version = "0.1.0"
     license = "BSD-2-Clause"
-    url = "https://github.com/syncblob/syncblob"
     description = "Header-only C++20 tensor storage mirrored between host and GPU memory"
     topics = ("tensor", "cuda", "caffe", "header-only")
     package_type = "header-library"

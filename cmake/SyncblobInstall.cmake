@@ -22,6 +22,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/syncblobConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/syncblobConfig.cmake ${PROJECT_BINARY_DIR}/syncblobConfigVersion.cmake
   DESTINATION ${SYNCBLOB_CMAKE_DIR})
 
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/licenses/syncblob)
+
 # pkg-config, for builds without CMake (core only; add Eigen / nlohmann_json / CUDA flags yourself).
+# It names no language standard (syncblob needs C++20 or newer: the user's build chooses which).
 configure_file(cmake/syncblob.pc.in ${PROJECT_BINARY_DIR}/syncblob.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/syncblob.pc DESTINATION ${CMAKE_INSTALL_DATADIR}/pkgconfig)

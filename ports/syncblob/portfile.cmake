@@ -17,3 +17,6 @@ vcpkg_fixup_pkgconfig()
 # Header-only: nothing is built for debug.
 file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/debug")
 vcpkg_install_copyright(FILE_LIST "${SOURCE_PATH}/LICENSE")
+file(INSTALL "${CMAKE_CURRENT_LIST_DIR}/usage" DESTINATION "${CURRENT_PACKAGES_DIR}/share/${PORT}")
+# syncblob's own install puts its licence under share/licenses; vcpkg keeps it as the copyright.
+file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/share/licenses")

@@ -1,5 +1,6 @@
 # Checks that the version and dependency lists of the CMake project, the version header, the vcpkg
-# port and the Conan recipe agree. (vcpkg and Conan cannot run on syncblob's CI machines.)
+# port and the Conan recipe agree, that no metadata names an invented web address, and that the
+# vcpkg port has its usage file. (vcpkg and Conan cannot run on syncblob's CI machines.)
 # Usage: cmake -DSOURCE=<syncblob checkout> -P check_packaging.cmake
 set(errors "")
 macro(expect what actual expected)
@@ -60,6 +61,32 @@ foreach(component eigen json cuda)
     string(APPEND errors "vcpkg.json has no feature '${component}' for syncblob::${component}\n")
   endif()
 endforeach()
+
+# No invented homepage: the metadata names no repository rather than one that does not exist.
+foreach(file CMakeLists.txt ports/syncblob/vcpkg.json conanfile.py cmake/syncblob.pc.in)
+  file(READ ${SOURCE}/${file} text)
+  if(text MATCHES "https?://")
+    string(APPEND errors "${file} names a web address; syncblob has no public home to name\n")
+  endif()
+endforeach()
+
+# The vcpkg port tells its users how to use what it installed, and installs the licence.
+if(NOT EXISTS ${SOURCE}/ports/syncblob/usage)
+  string(APPEND errors "ports/syncblob has no usage file\n")
+else()
+  file(READ ${SOURCE}/ports/syncblob/usage usage)
+  foreach(needed "find_package(syncblob CONFIG REQUIRED)" "syncblob::syncblob" "syncblob::eigen" "syncblob::json")
+    string(FIND "${usage}" "${needed}" at)
+    if(at EQUAL -1)
+      string(APPEND errors "ports/syncblob/usage does not mention ${needed}\n")
+    endif()
+  endforeach()
+endif()
+file(READ ${SOURCE}/ports/syncblob/portfile.cmake portfile)
+string(FIND "${portfile}" "usage" at)
+if(at EQUAL -1)
+  string(APPEND errors "ports/syncblob/portfile.cmake does not install the usage file\n")
+endif()
 
 if(errors)
   message(FATAL_ERROR "packaging metadata disagrees:\n${errors}")

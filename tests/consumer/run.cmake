@@ -1,5 +1,7 @@
+cmake_minimum_required(VERSION 3.25)  # policies of the CMake syncblob requires (IN_LIST, ...)
 # Builds tests/consumer/project against syncblob, as a user would.
-#   MODE=find_package: install syncblob from SOURCE into a temporary prefix, then find_package it.
+#   MODE=find_package: install syncblob from SOURCE into a temporary prefix (checking its LICENSE and
+#   pkg-config file, and building the consumer with pkg-config's flags), then find_package it.
 #   MODE=add_subdirectory: add SOURCE as a subdirectory.
 # Then runs the consumer programs.
 set(work ${BINARY}/consumer-${MODE})
@@ -22,6 +24,31 @@ if(MODE STREQUAL "find_package")
   if(NOT EXISTS ${work}/prefix/share/pkgconfig/syncblob.pc)
     message(FATAL_ERROR "the install put no pkg-config file in share/pkgconfig")
   endif()
+  if(NOT EXISTS ${work}/prefix/share/licenses/syncblob/LICENSE)
+    message(FATAL_ERROR "the install put no LICENSE in share/licenses/syncblob")
+  endif()
+  # pkg-config, as a build without CMake uses it: the flags it gives must build the consumer and
+  # must not choose the user's language standard or repeat a flag.
+  find_program(PKG_CONFIG pkg-config REQUIRED)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${work}/prefix/share/pkgconfig
+                          ${PKG_CONFIG} --cflags --libs syncblob
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE pc_flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config --cflags --libs syncblob failed: ${err}")
+  endif()
+  if(pc_flags MATCHES "-std=")
+    message(FATAL_ERROR "the pkg-config flags choose a language standard for their user: ${pc_flags}")
+  endif()
+  separate_arguments(pc_list UNIX_COMMAND "${pc_flags}")
+  set(seen "")
+  foreach(flag IN LISTS pc_list)
+    if(flag IN_LIST seen)
+      message(FATAL_ERROR "the pkg-config flags repeat ${flag}: ${pc_flags}")
+    endif()
+    list(APPEND seen ${flag})
+  endforeach()
+  run(${CXX} -std=c++20 ${pc_list} ${SOURCE}/tests/consumer/project/main.cpp -o ${work}/consumer_pkg_config)
+  run(${work}/consumer_pkg_config)
   run(${CMAKE_COMMAND} -S ${SOURCE}/tests/consumer/project -B ${work}/consumer ${common}
       -DCMAKE_PREFIX_PATH=${work}/prefix)
 else()
