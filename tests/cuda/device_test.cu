@@ -191,6 +191,19 @@ TEMPLATE_LIST_TEST_CASE("device reductions match the host on both paths", "[cuda
     check_reductions<TestType>(n);
 }
 
+TEST_CASE("device reductions reuse their scratch from call to call", "[cuda][kernels][math]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const auto values = test_values<float>(1001, 3);
+    const DeviceArray<float> x(values);
+    const float first = syncblob::cuda::kernels::asum(x.get(), 1001, nullptr);
+    const int device = syncblob::cuda::current_device();
+    const sd::ReductionScratch& scratch = sd::ReductionScratch::of_thread(device);
+    const float* partials = scratch.device<float>();
+    CHECK(syncblob::cuda::kernels::asum(x.get(), 1001, nullptr) == first);
+    CHECK(&sd::ReductionScratch::of_thread(device) == &scratch);  // the same scratch, not a new one
+    CHECK(scratch.device<float>() == partials);
+}
+
 TEMPLATE_LIST_TEST_CASE("device sub and scale match the host bodies exactly on both paths", "[cuda][kernels][math]",
                         FloatingTypes) {
     SYNCBLOB_REQUIRE_DEVICE(Device);

@@ -15,9 +15,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <new>
 #include <string>
 #include <string_view>
-#include <vector>
+#include <utility>
 
 #include "../error.hpp"
 #include "functors.hpp"
@@ -81,22 +83,70 @@ void launch_for_each(const Op& op, std::int64_t n, cudaStream_t stream, std::str
     SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n, to_dtype));
 }
 
-/// Stream-ordered scratch memory, freed on the stream when it goes out of scope.
-template <class V>
-class Scratch {
+/// The bytes a reduction's block partials take at most (every accumulator is at most a double).
+inline constexpr std::size_t reduction_scratch_bytes = static_cast<std::size_t>(max_reduce_blocks) * sizeof(double);
+
+/// A reduction's scratch, reused from call to call: the block partials on the device and a pinned
+/// host copy of them (pageable when page-locked memory cannot be had). Allocating them per call
+/// cost a device allocation and a pageable (so synchronous, staged) copy every time.
+class ReductionScratch {
 public:
-    Scratch(std::size_t count, cudaStream_t stream) : stream_(stream) {
-        SYNCBLOB_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), count * sizeof(V), stream),
-                            "cuda reduction scratch of " + std::to_string(count * sizeof(V)) + " bytes");
+    ReductionScratch() {
+        SYNCBLOB_CUDA_CHECK(cudaMalloc(&device_, reduction_scratch_bytes), "cuda reduction scratch");
+        if (cudaMallocHost(&host_, reduction_scratch_bytes) == cudaSuccess) {
+            pinned_ = true;
+        } else {
+            clear_stale_error();
+            host_ = ::operator new(reduction_scratch_bytes);
+        }
     }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    ~Scratch() { (void)cudaFreeAsync(data_, stream_); }
-    [[nodiscard]] V* get() const noexcept { return data_; }
+    ReductionScratch(ReductionScratch&& other) noexcept
+        : device_(std::exchange(other.device_, nullptr)),
+          host_(std::exchange(other.host_, nullptr)),
+          pinned_(other.pinned_) {}
+    ReductionScratch(const ReductionScratch&) = delete;
+    ReductionScratch& operator=(const ReductionScratch&) = delete;
+    ReductionScratch& operator=(ReductionScratch&&) = delete;
+    ~ReductionScratch() {
+        if (device_ != nullptr) {
+            (void)cudaFree(device_);
+        }
+        if (host_ != nullptr) {
+            if (pinned_) {
+                (void)cudaFreeHost(host_);
+            } else {
+                ::operator delete(host_);
+            }
+        }
+        clear_stale_error();
+    }
+
+    /// The calling thread's scratch on `device`. One per thread and device: a reduction waits for
+    /// its stream before it returns, so the next reduction of the thread finds the scratch free,
+    /// and no other thread uses it.
+    [[nodiscard]] static ReductionScratch& of_thread(int device) {
+        thread_local std::map<int, ReductionScratch> scratch;
+        auto it = scratch.find(device);
+        if (it == scratch.end()) {
+            it = scratch.emplace(device, ReductionScratch()).first;
+        }
+        return it->second;
+    }
+
+    template <class V>
+    [[nodiscard]] V* device() const noexcept {
+        static_assert(sizeof(V) <= sizeof(double), "reduction partials are at most a double");
+        return static_cast<V*>(device_);
+    }
+    template <class V>
+    [[nodiscard]] V* host() const noexcept {
+        return static_cast<V*>(host_);
+    }
 
 private:
-    V* data_ = nullptr;
-    cudaStream_t stream_;
+    void* device_ = nullptr;
+    void* host_ = nullptr;
+    bool pinned_ = false;
 };
 
 /// Σ term(i) for i in [0, n) on `stream`, waited for. Deterministic: the grid depends on n only.
@@ -109,15 +159,17 @@ template <class Term>
     }
     const std::int64_t blocks = blocks_for(n, max_reduce_blocks);
     const auto count = static_cast<std::size_t>(blocks);
-    Scratch<V> partials(count, stream);
+    int device = 0;
+    SYNCBLOB_CUDA_CHECK(cudaGetDevice(&device), launch_context(operation, dtype, n));
+    const ReductionScratch& scratch = ReductionScratch::of_thread(device);
     clear_stale_error();
-    reduce_kernel<<<static_cast<unsigned int>(blocks), block_threads, 0, stream>>>(term, n, partials.get());
+    reduce_kernel<<<static_cast<unsigned int>(blocks), block_threads, 0, stream>>>(term, n, scratch.device<V>());
     SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n));
-    std::vector<V> host(count);
-    SYNCBLOB_CUDA_CHECK(cudaMemcpyAsync(host.data(), partials.get(), count * sizeof(V), cudaMemcpyDeviceToHost, stream),
-                        launch_context(operation, dtype, n));
+    SYNCBLOB_CUDA_CHECK(
+        cudaMemcpyAsync(scratch.host<V>(), scratch.device<V>(), count * sizeof(V), cudaMemcpyDeviceToHost, stream),
+        launch_context(operation, dtype, n));
     SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream), launch_context(operation, dtype, n));
-    return sum_partials(host.data(), blocks);
+    return sum_partials(scratch.host<V>(), blocks);
 }
 
 }  // namespace cuda::detail
