@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The engine under `SyncedBuffer`: its members, and the slow path that carries out the transitions
+/// of detail/transitions.hpp (allocating, copying between the sides, poisoning the stale side in
+/// checking mode, checking the device). `SyncedBuffer` adds the public surface and nothing else.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "../../core/error.hpp"
+#include "../device_backend.hpp"
+#include "../head.hpp"
+#include "../host_allocator.hpp"
+#include "../transfer_stats.hpp"
+#include "holding.hpp"
+#include "stream_order.hpp"
+#include "transitions.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// Members and slow path of `SyncedBuffer<HostAlloc, Device>` (its only user).
+template <HostAllocator HostAlloc, DeviceBackend Device>
+class BufferState {
+protected:
+    using stream_type = typename Device::stream_type;
+
+    explicit BufferState(std::size_t bytes) noexcept : size_(bytes) {}
+    BufferState(const BufferState&) = delete;
+    BufferState& operator=(const BufferState&) = delete;
+    ~BufferState() = default;
+
+    enum class Side : std::uint8_t { host, device };
+
+    static constexpr std::uint8_t head_mask = 0x3;
+    static constexpr std::uint8_t pending_bit = 0x4;
+    static constexpr std::uint8_t state_of(Head h) noexcept { return static_cast<std::uint8_t>(h); }
+
+    [[nodiscard]] Head head() const noexcept {
+        return static_cast<Head>(state_.load(std::memory_order_acquire) & head_mask);
+    }
+
+    // The slow path: every access that changes something, as transition says. Holds the
+    // mutex; on any exception the head is unchanged (allocation happens before the head moves). The
+    // stale side is poisoned only after the new head is published, so a failing poison cannot
+    // leave a fresh side garbled under a head that still names it fresh.
+    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const {
+        const bool to_host = on_host(a);
+        if (!to_host) {
+            require_device(op);
+        }
+        std::lock_guard lock(mutex_);
+        if (to_host) {
+            wait_host_unlocked();
+        } else {
+            pending_.order_own_stream(stream_);
+            check_device_id(op);
+        }
+        const auto [step, next] = transition(a, head());
+        switch (step) {
+            case Step::none:
+                break;
+            case Step::allocate_zeroed:
+                to_host ? ensure_host(true, false) : ensure_device(true, false);
+                break;
+            case Step::copy_from_other_side:
+                to_host ? pull(op) : push();
+                break;
+            case Step::make_writable:
+                to_host ? ensure_host(false, true) : ensure_device(false, true);
+                break;
+            case Step::allocate_for_overwrite:
+                to_host ? ensure_host(false, false) : ensure_device(false, false);
+                break;
+        }
+        publish(next);
+        if (writes(a)) {
+            make_stale(to_host ? Side::device : Side::host);
+        }
+        return to_host ? host_ : device_;
+    }
+
+    // H→D into a writable device block (allocated if needed, without zero-fill).
+    void push() const {
+        ensure_device(false, false);
+        if (size_ != 0) {
+            Device::copy(device_, host_, size_, CopyKind::host_to_device, stream_);
+            count(stats_.host_to_device, stats_.host_to_device_bytes);
+        }
+    }
+
+    // D→H into a writable host block (allocated if needed, without zero-fill).
+    void pull(std::string_view op) const {
+        check_device_id(op);
+        ensure_host(false, false);
+        if (size_ != 0) {
+            Device::copy(host_, device_, size_, CopyKind::device_to_host, stream_);
+            count(stats_.device_to_host, stats_.device_to_host_bytes);
+        }
+    }
+
+    // Makes the host side an owned, writable block: allocates when there is none or when it is a
+    // read-only borrow (copying the borrowed bytes when `preserve`), zero-filling a new block when `zero`.
+    void ensure_host(bool zero, bool preserve) const {
+        if (size_ == 0 || (host_ != nullptr && !host_read_only_)) {
+            return;
+        }
+        HostBlock block = HostAlloc::allocate(size_);
+        ++stats_.host_allocations;
+        if (host_ != nullptr && preserve) {
+            std::memcpy(block.data, host_, size_);
+            count(stats_.host_to_host, stats_.host_to_host_bytes);
+        } else if (zero) {
+            std::memset(block.data, 0, size_);
+        }
+        host_holding_.adopt(block);
+        host_ = block.data;
+        host_read_only_ = false;
+    }
+
+    // The device counterpart of ensure_host.
+    void ensure_device(bool zero, bool preserve) const {
+        if (size_ == 0 || (device_ != nullptr && !device_read_only_)) {
+            return;
+        }
+        void* block = Device::allocate(size_);
+        try {
+            if (device_ != nullptr && preserve) {
+                Device::copy(block, device_, size_, CopyKind::device_to_device, stream_);
+                count(stats_.device_to_device, stats_.device_to_device_bytes);
+            } else if (zero) {
+                Device::fill(block, 0, size_, stream_);
+            }
+        } catch (...) {
+            Device::deallocate(block, size_);
+            throw;
+        }
+        ++stats_.device_allocations;
+        release_device();
+        device_ = block;
+        device_holding_.owned = true;
+        device_holding_.device = Device::current_device();
+    }
+
+    void release_host() const noexcept {
+        host_holding_.release();
+        host_ = nullptr;
+        host_read_only_ = false;
+    }
+
+    void release_device() const noexcept {
+        device_holding_.release(device_, size_, stream_);
+        device_ = nullptr;
+        device_read_only_ = false;
+    }
+
+    // In checking mode, overwrite the side that just became stale (owned memory only).
+    void make_stale(Side side) const {
+        if constexpr (Device::has_device) {
+            if (size_ == 0 || !Device::poisons_stale_side()) {
+                return;
+            }
+            if (side == Side::host && host_holding_.owned.data != nullptr) {
+                wait_host_unlocked();  // an issued copy may still read or write the host block
+                std::memset(host_, poison_byte_, size_);
+            } else if (side == Side::device && device_holding_.owned) {
+                Device::fill(device_, poison_byte_, size_, stream_);
+            }
+        }
+    }
+
+    void check_device_id(std::string_view op) const {
+        if constexpr (Device::has_device) {
+            if (device_ != nullptr) {
+                const int current = Device::current_device();
+                if (current != device_holding_.device) {
+                    throw DeviceError(std::string(op) + ": the device block lives on device " +
+                                      std::to_string(device_holding_.device) + " but device " +
+                                      std::to_string(current) + " is current");
+                }
+            }
+        }
+    }
+
+    static void require_device(std::string_view op) {
+        if constexpr (!Device::has_device) {
+            throw NoDeviceError(std::string(op) + ": this buffer is host-only (device backend " +
+                                std::string(Device::name) + ")");
+        }
+    }
+
+    bool owns_unlocked(const void* p) const noexcept {
+        return host_holding_.owns(p, size_) || device_holding_.owns(p, device_, size_);
+    }
+
+    void check_borrow(std::string_view op, const void* data, std::size_t bytes) const {
+        if (bytes < size_) {
+            throw ShapeError(std::string(op) + ": borrowed " + std::to_string(bytes) + " bytes, the buffer holds " +
+                             std::to_string(size_));
+        }
+        if (data == nullptr && size_ != 0) {
+            throw ShapeError(std::string(op) + ": null pointer for a buffer of " + std::to_string(size_) + " bytes");
+        }
+    }
+
+    void count(std::uint64_t& copies, std::uint64_t& bytes) const noexcept {
+        ++copies;
+        bytes += size_;
+    }
+
+    // The host blocks until a pending asynchronous copy has finished.
+    void wait_host_unlocked() const {
+        if (pending_.wait_host()) {
+            publish(head());
+        }
+    }
+
+    // Stores the head (and the pending bit) with release order, after every other member is written.
+    void publish(Head h) const noexcept {
+        const auto pending = static_cast<std::uint8_t>(pending_.any() ? pending_bit : 0);
+        state_.store(static_cast<std::uint8_t>(state_of(h) | pending), std::memory_order_release);
+    }
+
+    // What a steady-state access and a math call touch, together in the first 40 bytes (one cache
+    // line, or two when the object starts late in one).
+    mutable std::atomic<std::uint8_t> state_{state_of(Head::uninitialized)};
+    mutable bool host_read_only_ = false;
+    mutable bool device_read_only_ = false;
+    mutable void* host_ = nullptr;
+    mutable void* device_ = nullptr;
+    mutable std::atomic<std::uint64_t> host_kernels_{0};
+    mutable std::atomic<std::uint64_t> device_kernels_{0};
+    // The rest.
+    std::size_t size_;
+    mutable HostHolding<HostAlloc> host_holding_;
+    mutable DeviceHolding<Device> device_holding_;
+    mutable std::mutex mutex_;
+    mutable PendingCopy<Device> pending_;
+    stream_type stream_ = Device::default_stream();
+    mutable TransferStats stats_{};  // kernel counts live in host_kernels_ and device_kernels_
+    unsigned char poison_byte_ = 0xFF;
+};
+
+}  // namespace detail
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `Head`, where a `SyncedBuffer`'s fresh bytes are, and `Borrow`, how it holds memory it does not own.
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "../core/config.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+/// Where the fresh copy of a buffer's bytes is.
+enum class Head : std::uint8_t {
+    uninitialized,  ///< nothing allocated yet
+    at_host,        ///< the host copy is fresh, the device copy (if any) stale
+    at_device,      ///< the device copy is fresh, the host copy (if any) stale
+    synced,         ///< both copies hold the same bytes
+};
+
+/// "uninitialized", "at_host", "at_device" or "synced".
+[[nodiscard]] constexpr std::string_view head_name(Head h) noexcept {
+    switch (h) {
+        case Head::uninitialized:
+            return "uninitialized";
+        case Head::at_host:
+            return "at_host";
+        case Head::at_device:
+            return "at_device";
+        case Head::synced:
+            return "synced";
+    }
+    return "?";
+}
+
+/// How memory handed to `set_host_data` / `set_device_data` is borrowed.
+struct Borrow {
+    /// Held as long as the buffer uses the memory (a memory mapping, a foreign tensor…).
+    std::shared_ptr<void> keep_alive{};
+    /// Never write the memory: the first mutable access copies it into owned memory first.
+    bool read_only = false;
+};
+
+SYNCBLOB_END_NAMESPACE
