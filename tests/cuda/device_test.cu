@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -104,26 +105,29 @@ double relative_bound(std::int64_t n) {
 template <class T>
 void check_reductions(std::int64_t n) {
     using Kernels = syncblob::DeviceKernels<Device>;
+    using A = accumulator_t<T>;
     const auto hx = test_values<T>(n, 5);
     const auto hy = test_values<T>(n, 6);
     const DeviceArray<T> x(hx);
     const DeviceArray<T> y(hy);
     // the device sums the same terms as the host, in an order the host replays (bound: any order)
-    const double host_abs = sd::emulate_reduce(sd::AbsTerm<T>{hx.data()}, n);
-    const double host_sq = sd::emulate_reduce(sd::SquareTerm<T>{hx.data()}, n);
-    const double host_dot = sd::emulate_reduce(sd::ProductTerm<T>{hx.data(), hy.data()}, n);
+    const A host_abs = sd::emulate_reduce(sd::AbsTerm<T>{hx.data()}, n);
+    const A host_sq = sd::emulate_reduce(sd::SquareTerm<T>{hx.data()}, n);
+    const A host_dot = sd::emulate_reduce(sd::ProductTerm<T>{hx.data(), hy.data()}, n);
     double abs_dot = 0;
     for (std::size_t i = 0; i < hx.size(); ++i) {
         abs_dot += std::fabs(as_double(hx[i]) * as_double(hy[i]));
     }
+    // cuBLAS (float and double) sums in an order of its own: bounded by the error of any order
     const double b = 2 * relative_bound<T>(n);
     CHECK(std::fabs(Kernels::asum(x.get(), n, nullptr) - host_abs) <= b * host_abs);
     CHECK(std::fabs(Kernels::sumsq(x.get(), n, nullptr) - host_sq) <= b * host_sq);
     CHECK(std::fabs(Kernels::dot(x.get(), y.get(), n, nullptr) - host_dot) <= b * abs_dot);
-    // the custom kernels exist for every floating type (for float and double, next to cuBLAS)
-    CHECK(std::fabs(syncblob::cuda::kernels::asum(x.get(), n, nullptr) - host_abs) <= b * host_abs);
-    CHECK(std::fabs(syncblob::cuda::kernels::sumsq(x.get(), n, nullptr) - host_sq) <= b * host_sq);
-    CHECK(std::fabs(syncblob::cuda::kernels::dot(x.get(), y.get(), n, nullptr) - host_dot) <= b * abs_dot);
+    // the custom kernels (every floating type; half and bfloat16's only path) sum in the order the
+    // host replays: the same bits, not merely close
+    CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == host_abs);
+    CHECK(syncblob::cuda::kernels::sumsq(x.get(), n, nullptr) == host_sq);
+    CHECK(syncblob::cuda::kernels::dot(x.get(), y.get(), n, nullptr) == host_dot);
     // a reduction is deterministic: the same call gives the same bits
     const auto first = syncblob::cuda::kernels::asum(x.get(), n, nullptr);
     CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == first);
@@ -227,4 +231,124 @@ TEST_CASE("a GPU blob goes to the device, is scaled there, and comes back", "[cu
     }
     CHECK(blob.data_stats().host_to_device == 1);
     CHECK(blob.data_stats().device_to_host == 1);
+}
+
+// ---- ordering that only a real GPU can get wrong ----------------------------------------------------
+// Each test holds a stream back with a kernel that spins for tens of milliseconds, so work issued on
+// another stream without the wait syncblob owes it runs first, on tens of MiB: a missing wait gives
+// stale values here, not a lucky pass on a 100-byte copy that finished before anyone looked.
+
+namespace {
+
+__global__ void spin_kernel(long long cycles) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
+
+/// Holds `stream` back for roughly `milliseconds` (at the device's clock rate).
+void delay(cudaStream_t stream, int milliseconds) {
+    int device = 0;
+    int khz = 0;
+    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+    REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) == cudaSuccess);
+    spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * milliseconds);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+}
+
+constexpr std::int64_t big = std::int64_t{8} << 20;  // 8 Mi floats: 32 MiB
+
+/// True when `bytes` more bytes of device memory can be had, else prints why the test is skipped.
+bool device_memory_for(std::size_t bytes) {
+    std::size_t free = 0;
+    std::size_t total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess || free < bytes + (std::size_t{256} << 20)) {
+        std::cout << "skipped: needs " << (bytes >> 20) << " MiB of free device memory, has " << (free >> 20) << " MiB"
+                  << std::endl;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("a pull on another stream waits for device math still queued on the blob's stream", "[cuda][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const syncblob::cuda::Stream compute;
+    const syncblob::cuda::Stream copies;
+    syncblob::Blob<float, syncblob::cuda::Allocator> blob({big});
+    blob.set_stream(compute);
+    std::fill_n(blob.mutable_host_data().data(), big, 1.0f);
+    (void)blob.mutable_device_data();  // uploaded (synchronously): the device side is fresh
+    delay(compute, 50);
+    syncblob::scale_data(blob, 3.0f);  // queued on `compute` behind the delay
+    blob.data_buffer()->pull_to_host_async(copies);
+    const auto host = blob.host_data();
+    CHECK(std::count(host.begin(), host.end(), 3.0f) == big);
+}
+
+TEST_CASE("device math waits for a push still queued on another stream", "[cuda][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const syncblob::cuda::Stream compute;
+    const syncblob::cuda::Stream copies;
+    syncblob::Blob<float, syncblob::cuda::Allocator> blob({big});
+    blob.set_stream(compute);
+    (void)blob.mutable_device_data();  // a zero-filled device block
+    std::fill_n(blob.mutable_host_data().data(), big, 2.0f);
+    delay(copies, 50);
+    blob.data_buffer()->push_to_device_async(copies);  // lands after the delay
+    syncblob::scale_data(blob, 5.0f);                  // must wait for it, or it scales the zeros
+    const auto host = blob.host_data();
+    CHECK(std::count(host.begin(), host.end(), 10.0f) == big);
+}
+
+TEST_CASE("a device copy between blobs on two streams waits for the source's stream", "[cuda][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const syncblob::cuda::Stream first;
+    const syncblob::cuda::Stream second;
+    syncblob::Blob<float, syncblob::cuda::Allocator> source({big});
+    syncblob::Blob<float, syncblob::cuda::Allocator> target({big});
+    source.set_stream(first);
+    target.set_stream(second);
+    std::fill_n(source.mutable_host_data().data(), big, 1.0f);
+    (void)source.mutable_device_data();
+    delay(first, 50);
+    syncblob::scale_data(source, 7.0f);
+    target.copy_from(source);  // device to device, on `second`
+    const auto host = target.host_data();
+    CHECK(std::count(host.begin(), host.end(), 7.0f) == big);
+}
+
+// ---- sizes past the first grid and past 32-bit indices ----------------------------------------------
+
+TEST_CASE("element-wise kernels reach every element past the first grid (the grid-stride loop)", "[cuda][kernels]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    // one full grid of threads, then a second partial pass
+    const std::int64_t n = sd::max_for_each_blocks * sd::block_threads + 4097;
+    DeviceArray<float> a(static_cast<std::size_t>(n) + 1);
+    syncblob::cuda::fill(a.get(), 0.0f, n + 1, nullptr);
+    syncblob::cuda::fill(a.get(), 2.0f, n, nullptr);
+    syncblob::cuda::kernels::scale(a.get(), 1.5f, n, nullptr);
+    const std::vector<float> got = a.download();
+    CHECK(std::count(got.begin(), got.end() - 1, 3.0f) == n);
+    CHECK(got.back() == 0.0f);  // nothing past n
+    // a reduction's threads stride too: exact against the host's replay of its order
+    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == sd::emulate_reduce(sd::AbsTerm<float>{got.data()}, n));
+}
+
+TEST_CASE("kernels index past 2^31 elements with 64-bit indices", "[cuda][kernels]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const std::int64_t n = (std::int64_t{1} << 31) + 512;  // 4 GiB of half
+    if (!device_memory_for(static_cast<std::size_t>(n) * sizeof(syncblob::half))) {
+        return;
+    }
+    DeviceArray<syncblob::half> a(static_cast<std::size_t>(n));
+    syncblob::cuda::fill(a.get(), syncblob::half(1.0f), n, nullptr);
+    // every partial sum of ones is an integer float holds exactly, so the sum is exactly n
+    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == static_cast<float>(n));
+    syncblob::cuda::kernels::scale(a.get(), 2.0f, n, nullptr);
+    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == 2.0f * static_cast<float>(n));
+    syncblob::half last{};
+    Device::copy(&last, a.get() + (n - 1), sizeof(last), syncblob::CopyKind::device_to_host, nullptr);
+    CHECK(static_cast<float>(last) == 2.0f);
 }

@@ -80,6 +80,22 @@ SYNCBLOB_HOST_DEVICE constexpr To convert_element(From x) noexcept {
     }
 }
 
+/// a * b, rounded on its own. On the device it is never fused with the addition that follows it: nvcc
+/// contracts `sum += a * b` into one fused multiply-add by default, which rounds once instead of twice
+/// and so gives sums the host's replay (`emulate_reduce`) cannot reproduce bit for bit.
+template <std::floating_point V>
+SYNCBLOB_HOST_DEVICE V rounded_product(V a, V b) noexcept {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::same_as<V, float>) {
+        return __fmul_rn(a, b);
+    } else {
+        return __dmul_rn(a, b);
+    }
+#else
+    return a * b;
+#endif
+}
+
 /// Reduction terms: `term(i)` is the i-th summand, in the accumulator type.
 template <FloatingElement T>
 struct AbsTerm {
@@ -97,7 +113,7 @@ struct SquareTerm {
     const T* x;
     SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
         const auto v = static_cast<value_type>(x[i]);
-        return v * v;
+        return rounded_product(v, v);
     }
 };
 
@@ -107,7 +123,7 @@ struct ProductTerm {
     const T* x;
     const T* y;
     SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
-        return static_cast<value_type>(x[i]) * static_cast<value_type>(y[i]);
+        return rounded_product(static_cast<value_type>(x[i]), static_cast<value_type>(y[i]));
     }
 };
 
