@@ -2,22 +2,29 @@
 // Host math throughput against this machine's own memory bandwidth, measured in the same run.
 //
 // For every op (asum, sumsq, dot, update, scale), element type (float, double) and size
-// N = 2^10 .. 2^26 it times: syncblob's blob-level function (what users call; automatic kernel
-// path), the raw-pointer kernel (syncblob::math::*), the portable Eigen path forced, a plain loop
-// compiled with this build's flags, and OpenBLAS (cblas_*) when it was found, each against the
-// bandwidth probe of the same access pattern (bandwidth.cpp, always -march=native) in alternating
-// one-millisecond batches ("paired measurement" below): a row's "ratio" counter is its speed as a
-// fraction of the probe's. Rows of one N are registered together.
+// N = 2^10 .. 2^26 it times, in alternating one-millisecond batches ("paired measurement" below):
+// - "syncblob/best": the blob-level function as users call it (default settings: automatic kernel
+//   path, the worker pool and its split rule) against the faster of two limits of the same access
+//   pattern measured in the same pairs: the bandwidth probe (bandwidth.cpp, always -march=native)
+//   on one core, and the probe on both cores, each core one half, on a persistent helper thread
+//   that spins between calls (the machine's best, with no pool overhead of syncblob's in it);
+// - "<impl>/1t": on one thread against the one-core probe: syncblob's blob-level call, its raw
+//   kernel (syncblob::math::*), the portable Eigen path, a plain loop compiled with this build's
+//   flags, OpenBLAS (cblas_*, one thread) when it was found: how good each kernel is on one core.
+// A row's "ratio" counter is its speed as a fraction of its baseline's. Rows of one N are
+// registered together.
 //
-// Names: <op>/<type>/<impl>/<threads>t/<N>. Op "bw-<pattern>" is the probe, measured against itself
-// on one thread (a control: how far the method scatters) and on two threads against one (N >= 2^18,
-// the speed-up the machine offers); "syncblob-forced/2t" rows run the blob-level call on two threads
-// against one (the threading threshold); "syncblob-vs-raw" rows (N <= 2^16) run the blob-level call
-// against the raw kernel on the same memory (the blob's fixed cost per call). Op "access" is the
-// steady-state host_data() cost against a raw pointer. benchmarks/report.py turns the JSON into tables.
+// Other rows: "bw-<pattern>/probe/1t" is the probe against itself (a control: how far the method
+// scatters), "bw-<pattern>/probe/2t" the probe on both cores against one (the speed-up the machine
+// offers); "syncblob-forced/2t" (N >= 2^12) the blob-level call split over two threads whatever
+// its size against the same call on one (where the split starts to pay: the split rule's
+// evidence); "syncblob-vs-raw/1t" (N <= 2^16) the blob-level call against the raw kernel on the
+// same memory (the blob's fixed cost per call). Op "access" is the steady-state host_data() cost
+// against a raw pointer. benchmarks/report.py turns the JSON into tables.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -157,11 +164,73 @@ struct Settings {
         sm::set_kernel_path(portable ? sm::KernelPath::portable : sm::KernelPath::automatic);
     }
     ~Settings() {
-        sm::set_max_threads(2);
+        sm::set_max_threads(default_threads);
         sm::set_parallel_threshold(default_threshold);
         sm::set_kernel_path(sm::KernelPath::automatic);
     }
     static inline std::int64_t default_threshold = sm::parallel_threshold();
+    static inline unsigned default_threads = sm::max_threads();
+};
+
+// The second core of the two-core limit: one helper thread, started once, that runs the second
+// half of a probe while the caller runs the first. It spins for 50 µs after each job (so probes in
+// a batch reach it at once) and then sleeps (so it leaves the core to syncblob's rows).
+class Helper {
+public:
+    static Helper& get() {
+        static auto* helper = new Helper();  // never destroyed: its thread runs until exit
+        return *helper;
+    }
+    template <class Mine, class Theirs>
+    void run_with(const Mine& mine, const Theirs& theirs) {
+        job_ = &theirs;
+        call_ = [](const void* f) { (*static_cast<const Theirs*>(f))(); };
+        const std::uint32_t ticket = posted_.fetch_add(1, std::memory_order_seq_cst) + 1;
+        if (sleeping_.load(std::memory_order_seq_cst)) {
+            posted_.notify_one();
+        }
+        mine();
+        while (finished_.load(std::memory_order_acquire) != ticket) {
+            relax();
+        }
+    }
+
+private:
+    Helper() {
+        std::thread([this] { loop(); }).detach();
+    }
+    static void relax() {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+    [[noreturn]] void loop() {
+        std::uint32_t seen = 0;
+        for (;;) {
+            const auto until = Clock::now() + std::chrono::microseconds(50);
+            std::uint32_t now = posted_.load(std::memory_order_acquire);
+            for (unsigned i = 0; now == seen; ++i) {
+                relax();
+                if ((i & 63) == 63 && Clock::now() > until) {
+                    sleeping_.store(true, std::memory_order_seq_cst);
+                    if (posted_.load(std::memory_order_seq_cst) == seen) {
+                        posted_.wait(seen, std::memory_order_seq_cst);
+                    }
+                    sleeping_.store(false, std::memory_order_seq_cst);
+                }
+                now = posted_.load(std::memory_order_acquire);
+            }
+            seen = now;
+            call_(job_);
+            finished_.store(seen, std::memory_order_release);
+        }
+    }
+    using Clock = std::chrono::steady_clock;
+    const void* job_ = nullptr;
+    void (*call_)(const void*) = nullptr;
+    alignas(64) std::atomic<std::uint32_t> posted_{0};
+    alignas(64) std::atomic<std::uint32_t> finished_{0};
+    std::atomic<bool> sleeping_{false};
 };
 
 template <class T>
@@ -286,6 +355,54 @@ std::int64_t calls_per_batch(F& f) {
     return std::max<std::int64_t>(1, std::llround(batch_seconds / t));
 }
 
+// The subject `a` against the faster of two baselines, all three in rotating batches: per round
+// the ratio is min(t_one, t_two) / t_a. "two_core_limit" counts the rounds the second was faster.
+template <class A, class B1, class B2>
+void paired_best(benchmark::State& state, A a, B1 one, B2 two, std::int64_t bytes_per_call) {
+    const std::int64_t calls_a = calls_per_batch(a);
+    const std::int64_t calls_1 = calls_per_batch(one);
+    const std::int64_t calls_2 = calls_per_batch(two);
+    std::vector<double> ratios;
+    double seconds_1 = 0;
+    double seconds_2 = 0;
+    int two_faster = 0;
+    for (auto _ : state) {
+        double ta = 0;
+        double t1 = 0;
+        double t2 = 0;
+        switch (ratios.size() % 3) {
+            case 0:
+                ta = seconds_per_call(a, calls_a);
+                t1 = seconds_per_call(one, calls_1);
+                t2 = seconds_per_call(two, calls_2);
+                break;
+            case 1:
+                t2 = seconds_per_call(two, calls_2);
+                ta = seconds_per_call(a, calls_a);
+                t1 = seconds_per_call(one, calls_1);
+                break;
+            default:
+                t1 = seconds_per_call(one, calls_1);
+                t2 = seconds_per_call(two, calls_2);
+                ta = seconds_per_call(a, calls_a);
+                break;
+        }
+        state.SetIterationTime(ta);
+        ratios.push_back(std::min(t1, t2) / ta);
+        seconds_1 += t1;
+        seconds_2 += t2;
+        two_faster += t2 < t1 ? 1 : 0;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const auto rounds = static_cast<double>(ratios.size());
+    state.counters["ratio"] = ratios[ratios.size() / 2];
+    state.counters["ratio_q1"] = ratios[ratios.size() / 4];
+    state.counters["one_core_bytes_per_second"] = static_cast<double>(bytes_per_call) * rounds / seconds_1;
+    state.counters["two_core_bytes_per_second"] = static_cast<double>(bytes_per_call) * rounds / seconds_2;
+    state.counters["two_core_limit"] = two_faster / rounds;
+    state.SetBytesProcessed(state.iterations() * bytes_per_call);
+}
+
 template <class A, class B>
 void paired(benchmark::State& state, A a, B b, std::int64_t bytes_per_call) {
     const std::int64_t calls_a = calls_per_batch(a);  // also the warm-up: pages touched, caches filled
@@ -319,8 +436,8 @@ std::int64_t bytes_per_call(Pattern pattern, std::int64_t n) {
     return n * static_cast<std::int64_t>(sizeof(T)) * streams(pattern);
 }
 
-// The probe of `pattern` over N elements of the pool, on one thread or split over two (the
-// kernels' threading shape: one extra thread started per call).
+// The probe of `pattern` over N elements of the pool, on one core or on two (each one contiguous
+// half, the second on the persistent helper thread).
 template <class T>
 auto probe(Pattern pattern, std::int64_t n, unsigned threads) {
     return [pattern, count = static_cast<std::size_t>(n), threads, &pool = Pool<T>::get()] {
@@ -328,12 +445,16 @@ auto probe(Pattern pattern, std::int64_t n, unsigned threads) {
             benchmark::DoNotOptimize(
                 syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, count));
         } else {
+            const std::size_t half = count / 2 / 16 * 16;  // whole cache lines for either word size
+            std::uint64_t mine = 0;
             std::uint64_t other = 0;
-            std::thread worker([&] {
-                other = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, count / 2, count);
-            });
-            const auto mine = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, count / 2);
-            worker.join();
+            const auto first = [&] {
+                mine = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, 0, half);
+            };
+            const auto second = [&] {
+                other = syncblob_bench::bandwidth_probe(pattern, sizeof(T), pool.x, pool.y, pool.z, half, count);
+            };
+            Helper::get().run_with(first, second);
             benchmark::DoNotOptimize(mine + other);
         }
         benchmark::ClobberMemory();
@@ -411,6 +532,15 @@ auto operation(Op op, Impl impl, std::int64_t n, Operands<T>& blobs) {
         }
         benchmark::ClobberMemory();
     };
+}
+
+// What users get: the blob-level call with the default settings against the faster limit.
+template <class T>
+void bench_best(benchmark::State& state, Op op, std::int64_t n) {
+    Operands<T> blobs(n);
+    const Pattern p = pattern_of(op);
+    paired_best(state, operation<T>(op, Impl::blob, n, blobs), probe<T>(p, n, 1), probe<T>(p, n, 2),
+                bytes_per_call<T>(p, n));
 }
 
 // One thread: `op` through `impl` against the probe of its access pattern.
@@ -492,17 +622,20 @@ void register_size(int log2n) {
         benchmark::RegisterBenchmark(name(op, "probe", 1).c_str(), bench_bandwidth<T>, p, n, 1u)
             ->UseManualTime()
             ->Iterations(pairs_per_row);
-        if (log2n >= 18) {
-            benchmark::RegisterBenchmark(name(op, "probe", 2).c_str(), bench_bandwidth<T>, p, n, 2u)
-                ->UseManualTime()
-                ->Iterations(pairs_per_row);
-        }
+        benchmark::RegisterBenchmark(name(op, "probe", 2).c_str(), bench_bandwidth<T>, p, n, 2u)
+            ->UseManualTime()
+            ->Iterations(pairs_per_row);
     }
     std::vector<Impl> impls{Impl::blob, Impl::kernel, Impl::portable, Impl::loop};
 #ifdef SYNCBLOB_BENCH_CBLAS
     impls.push_back(Impl::cblas);
 #endif
     for (const Op op : {Op::asum, Op::sumsq, Op::dot, Op::update, Op::scale}) {
+        benchmark::RegisterBenchmark(
+            (std::string(op_name(op)) + "/" + type_name<T>() + "/syncblob/best/" + std::to_string(n)).c_str(),
+            bench_best<T>, op, n)
+            ->UseManualTime()
+            ->Iterations(pairs_per_row);
         for (const Impl impl : impls) {
             benchmark::RegisterBenchmark(name(op_name(op), impl_name(impl), 1).c_str(), bench_op<T>, op, impl, n)
                 ->UseManualTime()
@@ -513,7 +646,7 @@ void register_size(int log2n) {
                 ->UseManualTime()
                 ->Iterations(pairs_per_row);
         }
-        if (log2n >= 18) {  // two threads forced at every size: where does threading start to pay?
+        if (log2n >= 12) {  // two threads forced at every size: where does threading start to pay?
             benchmark::RegisterBenchmark(name(op_name(op), "syncblob-forced", 2).c_str(), bench_op_threads<T>, op, n)
                 ->UseManualTime()
                 ->Iterations(pairs_per_row);
@@ -548,7 +681,10 @@ int main(int argc, char** argv) {
 #endif
     benchmark::AddCustomContext("syncblob_build", SYNCBLOB_BENCH_BUILD);
     benchmark::AddCustomContext("syncblob_kernel_path", std::string(sm::kernel_path_name(sm::active_kernel_path())));
-    benchmark::AddCustomContext("syncblob_parallel_threshold", std::to_string(sm::parallel_threshold()));
+    benchmark::AddCustomContext("syncblob_split_bytes",
+                                "reduction " + std::to_string(sm::split_bytes(sm::SplitKind::reduction)) + ", update " +
+                                    std::to_string(sm::split_bytes(sm::SplitKind::update)));
+    benchmark::AddCustomContext("syncblob_max_threads", std::to_string(sm::max_threads()));
     benchmark::RegisterBenchmark("access/f32/host_data/1t/1", bench_access, true);
     benchmark::RegisterBenchmark("access/f32/raw-pointer/1t/1", bench_access, false);
     for (int log2n = min_log; log2n <= max_log_in_run; ++log2n) {

@@ -49,7 +49,7 @@ TEST_CASE("kernel paths: portable is always supported and each supported path ca
             CHECK(syncblob::math::kernel_path() == KernelPath::automatic);
         }
     }
-    CHECK_THROWS_AS(syncblob::math::set_parallel_threshold(0), syncblob::StateError);
+    CHECK_THROWS_AS(syncblob::math::set_parallel_threshold(-1), syncblob::StateError);
     CHECK_THROWS_AS(syncblob::math::set_max_threads(0), syncblob::StateError);
 }
 
@@ -82,55 +82,76 @@ TEST_CASE("the first kernel call of a process resolves the requested path, then 
     CHECK(syncblob::math::active_kernel_path() == syncblob::math::supported_kernel_paths().back());
 }
 
-TEST_CASE("reductions give the same bits on one thread and on two, and element-wise results agree", "[math]") {
+TEST_CASE("reductions give the same bits on 1, 2 and 4 threads, and element-wise results agree", "[math]") {
     const ThreadingGuard guard;
     constexpr std::size_t n = 3 * 65536 + 123;  // several reduction blocks and a partial one
     const auto x = math_suite::make_values<float>(n, 21);
     const auto y = math_suite::make_values<float>(n, 22);
     const auto xd = math_suite::make_values<double>(n, 23);
+    const auto n64 = static_cast<std::int64_t>(n);
+    struct Results {
+        float a, s, d;
+        double dd;
+        std::vector<float> u;
+    };
+    const auto compute = [&](unsigned threads) {
+        syncblob::math::set_max_threads(threads);
+        syncblob::math::set_parallel_threshold(threads == 1 ? 0 : 1);  // 1: split whatever the size
+        Results r{syncblob::math::asum(x.data(), n64), syncblob::math::sumsq(x.data(), n64),
+                  syncblob::math::dot(x.data(), y.data(), n64), syncblob::math::dot(xd.data(), xd.data(), n64), x};
+        syncblob::math::sub(r.u.data(), y.data(), n64);
+        syncblob::math::scale(r.u.data(), 0.75f, n64);
+        return r;
+    };
     for (const auto path : syncblob::math::supported_kernel_paths()) {
         INFO("path " << syncblob::math::kernel_path_name(path));
         const syncblob::math::ScopedKernelPath scoped(path);
-        const auto n64 = static_cast<std::int64_t>(n);
+        const Results one = compute(1);
+        for (const unsigned threads : {2u, 4u}) {
+            INFO(threads << " threads");
+            const Results many = compute(threads);
+            CHECK(std::memcmp(&one.a, &many.a, sizeof one.a) == 0);
+            CHECK(std::memcmp(&one.s, &many.s, sizeof one.s) == 0);
+            CHECK(std::memcmp(&one.d, &many.d, sizeof one.d) == 0);
+            CHECK(std::memcmp(&one.dd, &many.dd, sizeof one.dd) == 0);
+            CHECK(math_suite::same_bits(one.u, many.u));
 
-        syncblob::math::set_max_threads(1);
-        const float a1 = syncblob::math::asum(x.data(), n64);
-        const float s1 = syncblob::math::sumsq(x.data(), n64);
-        const float d1 = syncblob::math::dot(x.data(), y.data(), n64);
-        const double dd1 = syncblob::math::dot(xd.data(), xd.data(), n64);
-        auto u1 = x;
-        syncblob::math::sub(u1.data(), y.data(), n64);
-        syncblob::math::scale(u1.data(), 0.75f, n64);
-
-        syncblob::math::set_max_threads(2);
-        syncblob::math::set_parallel_threshold(1);
-        const float a2 = syncblob::math::asum(x.data(), n64);
-        const float s2 = syncblob::math::sumsq(x.data(), n64);
-        const float d2 = syncblob::math::dot(x.data(), y.data(), n64);
-        const double dd2 = syncblob::math::dot(xd.data(), xd.data(), n64);
-        auto u2 = x;
-        syncblob::math::sub(u2.data(), y.data(), n64);
-        syncblob::math::scale(u2.data(), 0.75f, n64);
-        syncblob::math::set_parallel_threshold(std::int64_t{1} << 40);
-
-        CHECK(std::memcmp(&a1, &a2, sizeof a1) == 0);
-        CHECK(std::memcmp(&s1, &s2, sizeof s1) == 0);
-        CHECK(std::memcmp(&d1, &d2, sizeof d1) == 0);
-        CHECK(std::memcmp(&dd1, &dd2, sizeof dd1) == 0);
-        CHECK(math_suite::same_bits(u1, u2));
-
-        // and the threaded results are right
-        double ra = 0, rs = 0;
-        for (const float v : x) {
-            ra += std::abs(static_cast<double>(v));
-            rs += static_cast<double>(v) * static_cast<double>(v);
-        }
-        CHECK(math_suite::within_bound<float>(static_cast<double>(a2), ra, ra, n));
-        CHECK(math_suite::within_bound<float>(static_cast<double>(s2), rs, rs, n));
-        for (std::size_t i = 0; i < n; i += 997) {
-            CHECK(static_cast<double>(u2[i]) == (static_cast<double>(x[i]) - static_cast<double>(y[i])) * 0.75);
+            // and the threaded results are right
+            double ra = 0, rs = 0;
+            for (const float v : x) {
+                ra += std::abs(static_cast<double>(v));
+                rs += static_cast<double>(v) * static_cast<double>(v);
+            }
+            CHECK(math_suite::within_bound<float>(static_cast<double>(many.a), ra, ra, n));
+            CHECK(math_suite::within_bound<float>(static_cast<double>(many.s), rs, rs, n));
+            for (std::size_t i = 0; i < n; i += 997) {
+                CHECK(static_cast<double>(many.u[i]) == (static_cast<double>(x[i]) - static_cast<double>(y[i])) * 0.75);
+            }
         }
     }
+}
+
+TEST_CASE("the split follows the caches: a reduction and an update split before a scale", "[math]") {
+    using syncblob::math::SplitKind;
+    const auto l1 = static_cast<std::int64_t>(syncblob::parallel::cache_bytes(1, std::size_t{32} << 10));
+    CHECK(syncblob::math::split_bytes(SplitKind::reduction) == 2 * l1);
+    CHECK(syncblob::math::split_bytes(SplitKind::update) == 3 * l1);
+    CHECK(syncblob::math::split_bytes(SplitKind::scale) == 6 * l1);
+    const ThreadingGuard guard;
+    syncblob::math::set_parallel_threshold(0);
+    syncblob::math::set_max_threads(2);
+    namespace detail = syncblob::math::detail;
+    CHECK(detail::threads_for(SplitKind::reduction, 1, 2 * l1 - 1, 8) == 1);
+    CHECK(detail::threads_for(SplitKind::reduction, 1, 2 * l1, 8) == 2);
+    CHECK(detail::threads_for(SplitKind::update, 1, 3 * l1, 8) == 2);
+    CHECK(detail::threads_for(SplitKind::scale, 1, 3 * l1, 8) == 1);
+    CHECK(detail::threads_for(SplitKind::scale, 1, 6 * l1, 8) == 2);
+    CHECK(detail::threads_for(SplitKind::update, 1, 8 * l1, 1) == 1);  // one part cannot be split
+    syncblob::math::set_parallel_threshold(100);  // a forced element count wins over the bytes
+    CHECK(detail::threads_for(SplitKind::reduction, 99, l1 * 64, 8) == 1);
+    CHECK(detail::threads_for(SplitKind::reduction, 100, 1, 8) == 2);
+    syncblob::math::set_max_threads(1);
+    CHECK(detail::threads_for(SplitKind::reduction, 100, l1 * 64, 8) == 1);
 }
 
 TEST_CASE("simulated device math runs after the copies issued before it on the stream", "[math]") {

@@ -12,20 +12,23 @@
 ///
 /// Reductions are deterministic: the input is cut into fixed blocks of `reduction_block` elements,
 /// each block is reduced by the path's kernel, and the block sums are added in order. The result
-/// therefore depends on the path but not on the number of threads. Inputs of at least
-/// `parallel_threshold()` elements are split over up to `max_threads()` threads (whole blocks each).
+/// therefore depends on the path but not on the number of threads. Large inputs are split over the
+/// threads of syncblob's pool (core/thread_pool.hpp): reductions in whole blocks, element-wise
+/// operations in equal cache-line-aligned parts, from a size that follows this machine's caches
+/// (`split_bytes`).
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <exception>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "../core/element.hpp"
 #include "../core/error.hpp"
+#include "../core/thread_pool.hpp"
 #include "detail/portable_kernels.hpp"
 #include "detail/x86_kernels.hpp"
 #include "device_kernels.hpp"
@@ -88,11 +91,7 @@ inline std::atomic<KernelPath>& requested_path() noexcept {
     return path;
 }
 inline std::atomic<std::int64_t>& parallel_threshold_value() noexcept {
-    static std::atomic<std::int64_t> value{std::int64_t{1} << 26};
-    return value;
-}
-inline std::atomic<unsigned>& max_threads_value() noexcept {
-    static std::atomic<unsigned> value{std::clamp(std::thread::hardware_concurrency(), 1u, 2u)};
+    static std::atomic<std::int64_t> value{0};  // 0: automatic
     return value;
 }
 inline KernelPath best_path() noexcept {
@@ -159,77 +158,72 @@ private:
     KernelPath previous_;
 };
 
-/// Elements per reduction block (the fixed chunking that makes reductions deterministic).
-inline constexpr std::int64_t reduction_block = std::int64_t{1} << 16;
+/// Bytes a reduction block reads (the fixed chunking that makes reductions deterministic): a
+/// multiple of every kernel's vector width, small enough that a reduction of 64 KiB can be split
+/// over two cores, large enough that the per-block cost (adding the vector lanes) stays near 1 %.
+inline constexpr std::int64_t reduction_block_bytes = std::int64_t{32} << 10;
+/// Elements of T per reduction block of a reduction that reads `arrays` arrays (2 for dot).
+template <class T, int arrays = 1>
+inline constexpr std::int64_t reduction_block = reduction_block_bytes / std::int64_t{sizeof(T)} / arrays;
 
-/// Inputs of at least this many elements are split over `max_threads()` threads. Default 2^26:
-/// on the project's shared two-core machines a second thread only broke even from there
-/// (docs/benchmarks.md); on an idle machine measure with the benchmark's "syncblob-forced" rows.
+/// How an operation uses memory, which decides from what size a second thread pays for itself.
+enum class SplitKind : std::uint8_t {
+    reduction,  ///< reads and sums: asum, sumsq, dot
+    update,     ///< reads two arrays and writes one of them: update (y -= x)
+    scale,      ///< reads and writes one array: scale
+};
+
+/// The bytes an operation of `kind` touches (all its arrays together) from which it is split over
+/// threads, unless `set_parallel_threshold` forces an element count: 2, 3 and 6 times one core's
+/// L1 data cache for a reduction, an update and a scale. Past about twice its L1 a core streams
+/// from L2, while two cores each keep their half in L1 (or stream from two L2s); the wake-up of a
+/// second thread (a few hundred ns) is repaid from there, later for scale, whose one core streams
+/// a single array fastest. Measured with the benchmark's "syncblob-forced" rows (docs/benchmarks.md,
+/// "Threads"); a reduction also needs two blocks (`reduction_block`) to split.
+[[nodiscard]] inline std::int64_t split_bytes(SplitKind kind) noexcept {
+    static const auto l1 = static_cast<std::int64_t>(parallel::cache_bytes(1, std::size_t{32} << 10));
+    switch (kind) {
+        case SplitKind::reduction:
+            return 2 * l1;
+        case SplitKind::update:
+            return 3 * l1;
+        case SplitKind::scale:
+            return 6 * l1;
+    }
+    return 2 * l1;
+}
+
+/// The element count forced with `set_parallel_threshold`, or 0 when the split follows the caches
+/// (`split_bytes`, the default).
 [[nodiscard]] inline std::int64_t parallel_threshold() noexcept {
     return detail::parallel_threshold_value().load(std::memory_order_relaxed);
 }
-/// Sets the element count from which kernels use several threads. \throws StateError when `n` < 1
+/// Forces the element count from which every kernel splits over threads; 0 returns to the rule of
+/// `split_bytes`. \throws StateError when `n` < 0
 inline void set_parallel_threshold(std::int64_t n) {
-    if (n < 1) {
-        throw StateError("math::set_parallel_threshold: threshold " + std::to_string(n) + " must be at least 1");
+    if (n < 0) {
+        throw StateError("math::set_parallel_threshold: threshold " + std::to_string(n) +
+                         " must be at least 1 (or 0 for the automatic rule)");
     }
     detail::parallel_threshold_value().store(n, std::memory_order_relaxed);
 }
-/// Threads a large kernel may use (default: min(2, hardware threads)); 1 turns threading off.
+/// Threads a large kernel may use: `parallel::max_threads()` (the same setting).
 [[nodiscard]] inline unsigned max_threads() noexcept {
-    return detail::max_threads_value().load(std::memory_order_relaxed);
+    return parallel::max_threads();
 }
-/// \throws StateError when `n` is 0 or above 64
+/// `parallel::set_max_threads`. \throws StateError when `n` is 0 or above 64
 inline void set_max_threads(unsigned n) {
-    if (n < 1 || n > 64) {
-        throw StateError("math::set_max_threads: " + std::to_string(n) + " threads, expected 1 to 64");
-    }
-    detail::max_threads_value().store(n, std::memory_order_relaxed);
+    parallel::set_max_threads(n);
 }
 
 namespace detail {
 
-// Number of threads for `n` elements cut into `blocks` pieces of work.
-inline unsigned threads_for(std::int64_t n, std::int64_t blocks) noexcept {
-    if (n < parallel_threshold() || blocks < 2) {
-        return 1;
-    }
-    return static_cast<unsigned>(std::min<std::int64_t>(max_threads(), blocks));
-}
-
-// Runs body(first_block, last_block) over [0, blocks) split into `threads` contiguous ranges, the
-// first on the calling thread. If a thread cannot be started its range runs on the calling thread.
-template <class Body>
-void run_blocks(std::int64_t blocks, unsigned threads, const Body& body) {
-    std::vector<std::thread> workers;
-    std::vector<std::exception_ptr> errors(threads);
-    const auto range = [&](unsigned t) { return blocks * static_cast<std::int64_t>(t) / threads; };
-    for (unsigned t = 1; t < threads; ++t) {
-        try {
-            workers.emplace_back([&, t] {
-                try {
-                    body(range(t), range(t + 1));
-                } catch (...) {
-                    errors[t] = std::current_exception();
-                }
-            });
-        } catch (...) {  // no thread: do this range here
-            body(range(t), range(t + 1));
-        }
-    }
-    try {
-        body(range(0), range(1));
-    } catch (...) {
-        errors[0] = std::current_exception();
-    }
-    for (auto& w : workers) {
-        w.join();
-    }
-    for (auto& e : errors) {
-        if (e) {
-            std::rethrow_exception(e);
-        }
-    }
+// Threads for an operation of `kind` over `n` elements touching `bytes_touched` bytes, cut into at
+// most `parts` pieces.
+inline unsigned threads_for(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, std::int64_t parts) noexcept {
+    const std::int64_t forced = parallel_threshold();
+    const bool split = forced > 0 ? n >= forced : bytes_touched >= split_bytes(kind);
+    return split ? parallel::threads_for(parts) : 1u;
 }
 
 // reduce_blocks for more than one block: out of line (as for_many_blocks), since it runs only where
@@ -237,13 +231,14 @@ void run_blocks(std::int64_t blocks, unsigned threads, const Body& body) {
 // taken by value: a kernel's lambda (two pointers, or a pointer and a scalar) then travels in
 // registers, and the caller stores nothing on the way to a one-block call.
 template <class Acc, class Block>
-SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, Block block) {
-    const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
+SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched,
+                                         Block block) {
+    const std::int64_t blocks = (n + block_elements - 1) / block_elements;
     const auto one = [&](std::int64_t b) {
-        const std::int64_t first = b * reduction_block;
-        return block(first, std::min(reduction_block, n - first));
+        const std::int64_t first = b * block_elements;
+        return block(first, std::min(block_elements, n - first));
     };
-    const unsigned threads = threads_for(n, blocks);
+    const unsigned threads = threads_for(SplitKind::reduction, n, bytes_touched, blocks);
     Acc total = 0;
     if (threads <= 1) {
         for (std::int64_t b = 0; b < blocks; ++b) {
@@ -251,14 +246,18 @@ SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, Block block) {
         }
         return total;
     }
-    std::vector<Acc> partial(static_cast<std::size_t>(blocks));
-    run_blocks(blocks, threads, [&](std::int64_t first, std::int64_t last) {
-        for (std::int64_t b = first; b < last; ++b) {
-            partial[static_cast<std::size_t>(b)] = one(b);
+    // The block sums, added in block order below (on the stack up to 512 blocks).
+    std::array<Acc, 512> few;
+    std::vector<Acc> many(blocks > 512 ? static_cast<std::size_t>(blocks) : 0);
+    Acc* const partial = blocks > 512 ? many.data() : few.data();
+    parallel::run(threads, [&](unsigned t) {  // part t: a contiguous run of whole blocks
+        const std::int64_t last = blocks * (t + 1) / threads;
+        for (std::int64_t b = blocks * t / threads; b < last; ++b) {
+            partial[b] = one(b);
         }
     });
-    for (const Acc p : partial) {
-        total += p;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        total += partial[b];
     }
     return total;
 }
@@ -266,34 +265,37 @@ SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, Block block) {
 // Reduces [0, n) block by block: block(first, count) returns the block's sum; block sums are added
 // in order whatever the thread count. One block goes straight to `block`.
 template <class Acc, class Block>
-Acc reduce_blocks(std::int64_t n, const Block& block) {
-    return n <= reduction_block ? block(std::int64_t{0}, n) : reduce_many_blocks<Acc>(n, block);
+Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched, const Block& block) {
+    return n <= block_elements ? block(std::int64_t{0}, n)
+                               : reduce_many_blocks<Acc>(n, block_elements, bytes_touched, block);
 }
 
-// for_blocks for more than one block (out of line and by value, as reduce_many_blocks).
+// Elements per part of a split element-wise operation are a multiple of this (a 64-byte line of
+// the narrowest element type), so no two threads write one cache line.
+inline constexpr std::int64_t split_granule = 64;
+
+// for_elements once split: out of line and by value, as reduce_many_blocks.
 template <class Body>
-SYNCBLOB_NOINLINE void for_many_blocks(std::int64_t n, Body body) {
-    const std::int64_t blocks = (n + reduction_block - 1) / reduction_block;
-    const unsigned threads = threads_for(n, blocks);
+SYNCBLOB_NOINLINE void for_many_elements(std::int64_t n, unsigned threads, Body body) {
+    const std::int64_t granules = (n + split_granule - 1) / split_granule;
+    parallel::run(threads, [&](unsigned t) {
+        const std::int64_t first = std::min(n, granules * t / threads * split_granule);
+        const std::int64_t last = std::min(n, granules * (t + 1) / threads * split_granule);
+        body(first, last - first);
+    });
+}
+
+// Applies body(first, count) to [0, n), split over threads when the operation touches enough bytes
+// (each element is independent, so the split changes nothing in the result).
+template <class Body>
+void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Body& body) {
+    const unsigned threads =
+        n > split_granule ? threads_for(kind, n, bytes_touched, (n + split_granule - 1) / split_granule) : 1u;
     if (threads <= 1) {
         body(std::int64_t{0}, n);
         return;
     }
-    run_blocks(blocks, threads, [&](std::int64_t first, std::int64_t last) {
-        const std::int64_t begin = first * reduction_block;
-        body(begin, std::min(n, last * reduction_block) - begin);
-    });
-}
-
-// Applies body(first, count) to [0, n), split over threads for large n. One block goes straight to
-// `body`.
-template <class Body>
-void for_blocks(std::int64_t n, const Body& body) {
-    if (n <= reduction_block) {
-        body(std::int64_t{0}, n);
-        return;
-    }
-    for_many_blocks(n, body);
+    for_many_elements(n, threads, body);
 }
 
 // The first kernel call of a process (or one racing with it): resolves the path, then dispatches
@@ -349,35 +351,40 @@ void scale_block(T* x, accumulator_t<T> alpha, std::int64_t n) {
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> asum(const T* x, std::int64_t n) {
     return detail::reduce_blocks<accumulator_t<T>>(
-        n, [x](std::int64_t first, std::int64_t count) { return detail::asum_block(x + first, count); });
+        n, reduction_block<T>, n * std::int64_t{sizeof(T)},
+        [x](std::int64_t first, std::int64_t count) { return detail::asum_block(x + first, count); });
 }
 
 /// Σx[i]² over host memory.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> sumsq(const T* x, std::int64_t n) {
     return detail::reduce_blocks<accumulator_t<T>>(
-        n, [x](std::int64_t first, std::int64_t count) { return detail::sumsq_block(x + first, count); });
+        n, reduction_block<T>, n * std::int64_t{sizeof(T)},
+        [x](std::int64_t first, std::int64_t count) { return detail::sumsq_block(x + first, count); });
 }
 
 /// Σx[i]·y[i] over host memory.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> dot(const T* x, const T* y, std::int64_t n) {
     return detail::reduce_blocks<accumulator_t<T>>(
-        n, [x, y](std::int64_t first, std::int64_t count) { return detail::dot_block(x + first, y + first, count); });
+        n, reduction_block<T, 2>, 2 * n * std::int64_t{sizeof(T)},
+        [x, y](std::int64_t first, std::int64_t count) { return detail::dot_block(x + first, y + first, count); });
 }
 
 /// y[i] -= x[i] over host memory (computed in `accumulator_t<T>`, rounded once to T).
 template <FloatingElement T>
 void sub(T* y, const T* x, std::int64_t n) {
-    detail::for_blocks(
-        n, [y, x](std::int64_t first, std::int64_t count) { detail::sub_block(y + first, x + first, count); });
+    detail::for_elements(
+        SplitKind::update, n, 3 * n * std::int64_t{sizeof(T)},
+        [y, x](std::int64_t first, std::int64_t count) { detail::sub_block(y + first, x + first, count); });
 }
 
 /// x[i] *= alpha over host memory (computed in `accumulator_t<T>`, rounded once to T).
 template <FloatingElement T>
 void scale(T* x, accumulator_t<T> alpha, std::int64_t n) {
-    detail::for_blocks(
-        n, [x, alpha](std::int64_t first, std::int64_t count) { detail::scale_block(x + first, alpha, count); });
+    detail::for_elements(
+        SplitKind::scale, n, 2 * n * std::int64_t{sizeof(T)},
+        [x, alpha](std::int64_t first, std::int64_t count) { detail::scale_block(x + first, alpha, count); });
 }
 
 }  // namespace math
