@@ -26,7 +26,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <syncblob/core/thread_pool.hpp>
 #include <syncblob/io/detail/convert.hpp>
+#include <syncblob/io/detail/posix_file.hpp>
 #include <syncblob/io/file.hpp>
 #include <thread>
 #include <vector>
@@ -373,6 +375,36 @@ TEST_CASE("read_file reads everything and enforces the byte limit", "[io][file]"
     CHECK_THAT(test::message_of<IOError>([&] { (void)io::read_file(dir.path() / "missing.txt", 10); }),
                Catch::Matchers::Contains("missing.txt") && Catch::Matchers::Contains("No such file"));
     CHECK_THROWS_AS(io::read_file(dir.path(), 10), IOError);  // a folder is not a regular file
+}
+
+TEST_CASE("a large read is split over the pool's threads and reads every byte where it belongs", "[io][file][load]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "large.bin";
+    // 3.5 parts' worth: pieces of unequal size, and an end that is not a page boundary
+    const std::size_t bytes = detail::InputFile::parallel_read_part * 7 / 2 + 123;
+    std::vector<std::uint32_t> words(bytes / 4 + 1);
+    for (std::size_t i = 0; i < words.size(); ++i) {
+        words[i] = static_cast<std::uint32_t>(i * 2654435761u);
+    }
+    {
+        std::ofstream out(file, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(words.data()), static_cast<std::streamsize>(bytes));
+    }
+    const unsigned threads = parallel::max_threads();
+    for (const unsigned t : {1u, 2u, 4u}) {
+        INFO(t << " threads");
+        parallel::set_max_threads(t);
+        const detail::InputFile in(file);
+        std::vector<char> got(bytes + 7, '\x5a');
+        in.read_at(5, got.data() + 3, bytes - 5, "the data");
+        CHECK(std::memcmp(got.data() + 3, reinterpret_cast<const char*>(words.data()) + 5, bytes - 5) == 0);
+        CHECK(std::count(got.begin(), got.begin() + 3, '\x5a') == 3);  // nothing written outside
+        CHECK(std::count(got.end() - 9, got.end(), '\x5a') == 9);
+        // a file shorter than the read: the error names where the file ends, whichever part saw it
+        CHECK_THAT(test::message_of<FormatError>([&] { in.read_at(0, got.data(), bytes + 4, "the data"); }),
+                   Contains("file ends at byte " + std::to_string(bytes)));
+    }
+    parallel::set_max_threads(threads);
 }
 
 TEST_CASE("read_file refuses a FIFO at once instead of waiting for a writer", "[io][file][load]") {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <utility>
 
 #include "../../core/error.hpp"
+#include "../../core/thread_pool.hpp"
 #include "format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -149,8 +151,32 @@ public:
 
     /// Reads exactly `bytes` bytes at `offset` into `dst`. A file that ends early (it shrank
     /// since it was opened) is a FormatError naming `where`. \throws IOError on a read error.
+    ///
+    /// A large read is split into contiguous parts read at once by the threads of syncblob's pool
+    /// (`parallel::max_threads()`; at least `parallel_read_part` bytes each): copying from the page
+    /// cache into fresh memory costs as much in page faults on the destination as in the copy, and
+    /// each thread then takes the faults of its own part.
     void read_at(std::uint64_t offset, void* dst, std::size_t bytes, std::string_view where) const {
-        auto* out = static_cast<char*>(dst);
+        const auto parts = static_cast<unsigned>(
+            std::min<std::size_t>(parallel::max_threads(), std::max<std::size_t>(1, bytes / parallel_read_part)));
+        if (parts <= 1) {
+            read_range(offset, static_cast<char*>(dst), bytes, where);
+            return;
+        }
+        parallel::run(parts, [&](unsigned p) {
+            const std::size_t first = bytes / parts * p / page_bytes * page_bytes;
+            const std::size_t last = p + 1 == parts ? bytes : bytes / parts * (p + 1) / page_bytes * page_bytes;
+            read_range(offset + first, static_cast<char*>(dst) + first, last - first, where);
+        });
+    }
+
+    /// The smallest part a read is split into.
+    static constexpr std::size_t parallel_read_part = std::size_t{8} << 20;
+
+private:
+    static constexpr std::size_t page_bytes = 4096;
+
+    void read_range(std::uint64_t offset, char* out, std::size_t bytes, std::string_view where) const {
         while (bytes != 0) {
             const std::size_t chunk = bytes < max_io_chunk ? bytes : max_io_chunk;
             const ssize_t n = ::pread(fd_.get(), out, chunk, static_cast<off_t>(offset));
@@ -172,7 +198,6 @@ public:
         }
     }
 
-private:
     std::filesystem::path path_;
     FileDescriptor fd_;
     std::uint64_t size_ = 0;
