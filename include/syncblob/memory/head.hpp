@@ -41,6 +41,10 @@ struct Borrow {
     std::shared_ptr<void> keep_alive{};
     /// Never write the memory: the first mutable access copies it into owned memory first.
     bool read_only = false;
+    /// With `read_only`: refuse mutable access instead (any mutable access to the buffer, on either
+    /// side, throws `StateError` while it holds the memory), for memory whose owner said it must not
+    /// change, such as a read-only DLPack import.
+    bool refuse_writes = false;
 };
 
 SYNCBLOB_END_NAMESPACE

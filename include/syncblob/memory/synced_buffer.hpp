@@ -145,6 +145,7 @@ public:
         release_host();
         host_ = data;
         host_read_only_ = borrow.read_only;
+        host_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
         host_holding_.keep_alive = std::move(borrow.keep_alive);
         publish(Head::at_host);
         make_stale(Side::device);
@@ -171,6 +172,7 @@ public:
         device_ = data;
         device_holding_.device = id;
         device_read_only_ = borrow.read_only;
+        device_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
         device_holding_.keep_alive = std::move(borrow.keep_alive);
         publish(Head::at_device);
         make_stale(Side::host);
@@ -339,6 +341,26 @@ public:
     [[nodiscard]] bool host_borrowed() const {
         std::lock_guard lock(mutex_);
         return host_ != nullptr && host_holding_.owned.data == nullptr;
+    }
+
+    /// True when the buffer holds memory lent with `Borrow::refuse_writes`: mutable access throws.
+    [[nodiscard]] bool refuses_writes() const {
+        std::lock_guard lock(mutex_);
+        return host_holding_.refuses_writes || device_holding_.refuses_writes;
+    }
+
+    /// Keeps the memory the host side uses now valid while the returned handle lives, even when the
+    /// buffer lets go of it meanwhile (`set_host_data`, a copy on write of a read-only borrow): the
+    /// buffer then hands its block (or the borrow's keep-alive) to the handle, freed with the last
+    /// copy of it. For memory lent to another library while the buffer goes on (DLPack export).
+    [[nodiscard]] std::shared_ptr<void> hold_host() const {
+        std::lock_guard lock(mutex_);
+        return host_holding_.hold();
+    }
+    /// The device counterpart of `hold_host` (`set_device_data`, a copy on write of the device side).
+    [[nodiscard]] std::shared_ptr<void> hold_device() const {
+        std::lock_guard lock(mutex_);
+        return device_holding_.hold();
     }
 
 private:

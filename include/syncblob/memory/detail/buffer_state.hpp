@@ -58,6 +58,11 @@ protected:
             require_device(op);
         }
         std::lock_guard lock(mutex_);
+        if (writes(a) && (host_holding_.refuses_writes || device_holding_.refuses_writes)) {
+            throw StateError(std::string(op) +
+                             ": the buffer holds read-only memory that refuses writes (a read-only import); "
+                             "copy it (Blob::clone) or import it copy-on-write");
+        }
         if (to_host) {
             wait_host_unlocked();
         } else {

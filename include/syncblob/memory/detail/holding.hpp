@@ -26,10 +26,37 @@ namespace detail {
 
 /// The host side: the block the allocator handed out (its `kind` says how, so it is freed the same
 /// way whatever happens later), or nothing but a keep-alive handle when the memory is borrowed.
+///
+/// `hold()` hands out a handle that keeps the memory valid after the buffer lets go of it (for
+/// memory lent to another library, as a DLPack export does): on release, the block or the
+/// keep-alive goes to the holders, and is freed with the last of them.
 template <HostAllocator HostAlloc>
 struct HostHolding {
     HostBlock owned{};  ///< empty when the host side is borrowed or absent
     std::shared_ptr<void> keep_alive;
+    bool refuses_writes = false;  ///< a read-only borrow that refuses mutable access (Borrow::refuse_writes)
+
+    /// What a released side leaves to its holders.
+    struct Lent {
+        HostBlock block{};
+        std::shared_ptr<void> keep_alive;
+        Lent() = default;
+        Lent(const Lent&) = delete;
+        Lent& operator=(const Lent&) = delete;
+        ~Lent() {
+            if (block.data != nullptr) {
+                HostAlloc::deallocate(block);
+            }
+        }
+    };
+    std::shared_ptr<Lent> lent;  ///< shared with the holders of the current memory, if any
+
+    [[nodiscard]] std::shared_ptr<void> hold() {
+        if (!lent) {
+            lent = std::make_shared<Lent>();
+        }
+        return lent;
+    }
 
     [[nodiscard]] bool owns(const void* p, std::size_t bytes) const noexcept {
         return points_into(p, owned.data, bytes);
@@ -41,11 +68,16 @@ struct HostHolding {
     }
 
     void release() noexcept {
-        if (owned.data != nullptr) {
+        if (lent) {  // the holders free it
+            lent->block = owned;
+            lent->keep_alive = std::move(keep_alive);
+            lent.reset();
+        } else if (owned.data != nullptr) {
             HostAlloc::deallocate(owned);
         }
         owned = {};
         keep_alive.reset();
+        refuses_writes = false;
     }
 };
 
@@ -56,6 +88,30 @@ struct DeviceHolding {
     bool owned = false;
     int device = -1;
     std::shared_ptr<void> keep_alive;
+    bool refuses_writes = false;  ///< a read-only borrow that refuses mutable access (Borrow::refuse_writes)
+
+    /// What a released side leaves to its holders (see HostHolding::hold).
+    struct Lent {
+        void* block = nullptr;
+        std::size_t bytes = 0;
+        std::shared_ptr<void> keep_alive;
+        Lent() = default;
+        Lent(const Lent&) = delete;
+        Lent& operator=(const Lent&) = delete;
+        ~Lent() {
+            if (block != nullptr) {
+                Device::deallocate(block, bytes);
+            }
+        }
+    };
+    std::shared_ptr<Lent> lent;
+
+    [[nodiscard]] std::shared_ptr<void> hold() {
+        if (!lent) {
+            lent = std::make_shared<Lent>();
+        }
+        return lent;
+    }
 
     [[nodiscard]] bool owns(const void* p, const void* block, std::size_t bytes) const noexcept {
         return owned && points_into(p, block, bytes);
@@ -64,13 +120,24 @@ struct DeviceHolding {
     /// Frees an owned block after the work issued on `stream` (kernels, copies) is done with it: a
     /// stream-ordered or caching allocator would otherwise hand the block out again while a kernel
     /// still reads it (cudaFree only hides this by synchronising the whole device).
+    /// With holders, the block (and the keep-alive) goes to them instead, freed with the last one.
     void release(void* block, std::size_t bytes, typename Device::stream_type stream) noexcept {
         if (owned) {
             finish_before_free<Device>(stream);
+        }
+        if (lent) {
+            if (owned) {
+                lent->block = block;
+                lent->bytes = bytes;
+            }
+            lent->keep_alive = std::move(keep_alive);
+            lent.reset();
+        } else if (owned) {
             Device::deallocate(block, bytes);
         }
         owned = false;
         keep_alive.reset();
+        refuses_writes = false;
     }
 };
 
