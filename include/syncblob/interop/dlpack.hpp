@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// DLPack export and import of blobs, without copies: `to_dlpack` (DLPack 1.x,
+/// `DLManagedTensorVersioned`), `to_dlpack_legacy` (`DLManagedTensor`, for consumers older than
+/// DLPack 1.0 such as libtorch 1.13 and NumPy 1.24) and `from_dlpack`. See docs/interop.md.
+///
+/// Ownership is one rule each way. An exported tensor holds the blob's buffer (and the memory it
+/// exported) until its deleter is called, exactly once, by the consumer. `from_dlpack` takes the
+/// tensor over in every case: on success the blob calls the deleter when the last user of the
+/// memory is gone (the blob, a blob sharing its data, a tensor exported from it again); when it
+/// throws, the deleter has already been called. Either way the caller must not touch the tensor
+/// afterwards.
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../blob.hpp"
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "../memory/simulated_device.hpp"
+#include "../memory/synced_buffer.hpp"
+#include "dlpack_abi.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace cuda {
+struct Device;  // named below only: the DLPack device type of its memory needs no CUDA header
+}  // namespace cuda
+
+namespace dlpack {
+
+/// Which side of a buffer to export.
+enum class Side : std::uint8_t { host, device };
+/// Which buffer of a blob to export.
+enum class Part : std::uint8_t { data, diff };
+
+/// Customisation point: the DLPack device type of a device backend's memory, as `value`. None for
+/// a backend without one (its device side cannot be exported, and device tensors cannot be imported
+/// into its blobs). SimulatedDevice's memory is `ext_dev` (DLPack's device type for testing an
+/// extension device): it is host memory, but reading it directly would bypass the simulated
+/// queues, so it is not offered as CPU memory. cuda::Device's memory is `cuda`.
+template <class Backend>
+struct DeviceTypeOf {};
+template <>
+struct DeviceTypeOf<SimulatedDevice> {
+    static constexpr DeviceType value = DeviceType::ext_dev;
+};
+template <>
+struct DeviceTypeOf<cuda::Device> {
+    static constexpr DeviceType value = DeviceType::cuda;
+};
+
+/// A backend whose device memory has a DLPack device type.
+template <class Backend>
+concept HasDeviceType = requires {
+    { DeviceTypeOf<Backend>::value } -> std::convertible_to<DeviceType>;
+};
+
+/// Calls a managed tensor's deleter (when it has one): the deleter of `UniqueTensor`.
+template <class Managed>
+struct CallDeleter {
+    void operator()(Managed* tensor) const noexcept {
+        if (tensor != nullptr && tensor->deleter != nullptr) {
+            tensor->deleter(tensor);
+        }
+    }
+};
+/// A managed tensor whose deleter runs when the pointer goes: `UniqueTensor<DLManagedTensorVersioned>
+/// t(to_dlpack(blob));`.
+template <class Managed>
+using UniqueTensor = std::unique_ptr<Managed, CallDeleter<Managed>>;
+
+/// How `from_dlpack` treats read-only memory.
+struct ImportOptions {
+    /// Import the memory as read-only even when the producer did not flag it (the legacy struct
+    /// cannot flag it).
+    bool read_only = false;
+    /// A mutable access to read-only memory copies it into memory the blob owns first (and the
+    /// blob stops sharing the producer's memory). By default it throws `StateError`.
+    bool copy_on_write = false;
+};
+
+namespace detail {
+
+// What an exported tensor owns: the managed struct itself, the buffer it came from, the memory it
+// points to (held, so the buffer may move on to other memory meanwhile), and its shape and strides.
+template <class Managed, class Buffer>
+struct Exported {
+    Managed managed{};
+    std::shared_ptr<Buffer> buffer;
+    std::shared_ptr<void> held;
+    std::array<std::int64_t, Shape::max_axes> shape{};
+    std::array<std::int64_t, Shape::max_axes> strides{};
+
+    static void deleter(Managed* self) noexcept { delete static_cast<Exported*>(self->manager_ctx); }
+};
+
+template <class Managed, class BlobRef>
+Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part) {
+    using BlobType = std::remove_const_t<BlobRef>;
+    using T = typename BlobType::value_type;
+    using Backend = typename BlobType::device_backend;
+    using Buffer = typename BlobType::buffer_type;
+    constexpr bool read_only = std::is_const_v<BlobRef>;
+
+    if (!blob.has_shape()) {
+        throw StateError(std::string(op) + ": the blob has no shape (DLPack has no tensor without one)");
+    }
+    DLDevice device{DeviceType::cpu, 0};
+    if (side == Side::device) {
+        if constexpr (!Backend::has_device) {
+            throw NoDeviceError(std::string(op) + ": the device side of a host-only blob (device backend " +
+                                std::string(Backend::name) + ") cannot be exported");
+        } else if constexpr (!HasDeviceType<Backend>) {
+            throw DeviceError(std::string(op) + ": device backend " + std::string(Backend::name) +
+                              " has no DLPack device type (specialise dlpack::DeviceTypeOf)");
+        } else {
+            device.device_type = DeviceTypeOf<Backend>::value;
+        }
+    }
+    auto exported = std::make_unique<Exported<Managed, Buffer>>();
+    const std::shared_ptr<Buffer>& buffer = part == Part::data ? blob.data_buffer() : blob.diff_buffer();
+
+    // The accessor brings the side up to date; a mutable one marks the other side stale, so that
+    // what the consumer writes is what the blob reads next.
+    const T* p = nullptr;
+    if (side == Side::host) {
+        if constexpr (read_only) {
+            p = (part == Part::data ? blob.host_data() : blob.host_diff()).data();
+        } else {
+            p = (part == Part::data ? blob.mutable_host_data() : blob.mutable_host_diff()).data();
+        }
+        exported->held = buffer->hold_host();
+    } else if constexpr (Backend::has_device && HasDeviceType<Backend>) {
+        if constexpr (read_only) {
+            p = part == Part::data ? blob.device_data() : blob.device_diff();
+        } else {
+            p = part == Part::data ? blob.mutable_device_data() : blob.mutable_device_diff();
+        }
+        // The consumer may use the memory from any stream: finish what the blob's stream has queued.
+        auto done = Backend::record(buffer->stream());
+        Backend::wait(done);
+        exported->held = buffer->hold_device();
+        const int id = buffer->device_id();
+        device.device_id = id >= 0 ? id : Backend::current_device();
+    }
+    exported->buffer = buffer;
+
+    const Shape& shape = blob.shape();
+    std::int64_t stride = 1;
+    for (std::size_t i = shape.rank(); i-- > 0;) {
+        exported->shape[i] = shape[i];
+        exported->strides[i] = stride;
+        stride *= shape[i] == 0 ? 1 : shape[i];
+    }
+    DLTensor& t = exported->managed.dl_tensor;
+    t.data = blob.count() == 0 ? nullptr : const_cast<T*>(p);  // the specification: null for no elements
+    t.device = device;
+    t.ndim = static_cast<std::int32_t>(shape.rank());
+    t.dtype = dl_data_type<T>;
+    t.shape = exported->shape.data();
+    t.strides = exported->strides.data();
+    t.byte_offset = 0;
+    exported->managed.manager_ctx = exported.get();
+    exported->managed.deleter = &Exported<Managed, Buffer>::deleter;
+    if constexpr (std::same_as<Managed, DLManagedTensorVersioned>) {
+        exported->managed.version = abi_version;
+        exported->managed.flags = read_only ? flag_read_only : 0;
+    }
+    return &exported.release()->managed;
+}
+
+// Calls the deleter of the managed tensor a shared_ptr<void> points to.
+template <class Managed>
+struct DeleterCall {
+    void operator()(void* tensor) const noexcept { CallDeleter<Managed>{}(static_cast<Managed*>(tensor)); }
+};
+
+// The fields of a DLTensor declared by anyone, as syncblob's.
+template <class Foreign>
+DLTensor as_tensor(const Foreign& t) noexcept {
+    DLTensor view{};
+    view.data = t.data;
+    view.device = DLDevice{static_cast<DeviceType>(static_cast<std::int32_t>(t.device.device_type)),
+                           static_cast<std::int32_t>(t.device.device_id)};
+    view.ndim = static_cast<std::int32_t>(t.ndim);
+    view.dtype = DLDataType{static_cast<std::uint8_t>(t.dtype.code), static_cast<std::uint8_t>(t.dtype.bits),
+                            static_cast<std::uint16_t>(t.dtype.lanes)};
+    view.shape = t.shape;
+    view.strides = t.strides;
+    view.byte_offset = static_cast<std::uint64_t>(t.byte_offset);
+    return view;
+}
+
+// "(2, 3, 4)"
+inline std::string extents_string(const std::int64_t* values, std::int32_t n) {
+    std::string s = "(";
+    for (std::int32_t i = 0; i < n; ++i) {
+        s += (i == 0 ? "" : ", ") + std::to_string(values[i]);
+    }
+    return s + ")";
+}
+
+// The tensor's shape, checked: rank, extents, and C-contiguous strides.
+inline Shape import_shape(const DLTensor& t) {
+    constexpr const char* op = "dlpack::from_dlpack";
+    if (t.ndim < 0 || static_cast<std::size_t>(t.ndim) > Shape::max_axes) {
+        throw ShapeError(std::string(op) + ": ndim is " + std::to_string(t.ndim) + ", a blob has 0 to " +
+                         std::to_string(Shape::max_axes) + " axes");
+    }
+    if (t.ndim > 0 && t.shape == nullptr) {
+        throw FormatError(std::string(op) + ": shape is null for a tensor of " + std::to_string(t.ndim) + " axes");
+    }
+    Shape shape;
+    try {
+        shape = Shape(std::span<const std::int64_t>(t.shape, static_cast<std::size_t>(t.ndim)));
+    } catch (const ShapeError& e) {
+        throw ShapeError(std::string(op) + ": shape " + extents_string(t.shape, t.ndim) + ": " + e.what());
+    }
+    if (t.strides != nullptr && shape.count() != 0) {
+        std::int64_t expected = 1;
+        for (std::size_t i = shape.rank(); i-- > 0;) {
+            if (shape[i] != 1 && t.strides[i] != expected) {
+                throw ShapeError(std::string(op) + ": strides " + extents_string(t.strides, t.ndim) + " of shape " +
+                                 extents_string(t.shape, t.ndim) + " are not C-contiguous (axis " + std::to_string(i) +
+                                 " has stride " + std::to_string(t.strides[i]) + " where " + std::to_string(expected) +
+                                 " is needed); a blob imports only C-contiguous tensors, so make the tensor "
+                                 "contiguous first");
+            }
+            expected *= shape[i];
+        }
+    }
+    return shape;
+}
+
+// Builds the blob over the tensor's memory. `owner` calls the deleter when the last user is gone;
+// on an exception it is dropped here, so the deleter has run when the exception leaves.
+template <Element T, SyncedAllocator A>
+Blob<T, A> import_tensor(const DLTensor& t, bool read_only, ImportOptions options, std::shared_ptr<void> owner) {
+    using Backend = typename A::device_backend;
+    constexpr const char* op = "dlpack::from_dlpack";
+    if (t.dtype != dl_data_type<T>) {
+        throw FormatError(std::string(op) + ": dtype is " + dtype_string(t.dtype) + ", the blob holds " +
+                          std::string(element_name<T>()) + " (" + dtype_string(dl_data_type<T>) + ")");
+    }
+    const Shape shape = import_shape(t);
+
+    const DeviceType type = t.device.device_type;
+    bool on_device = false;
+    if (type == DeviceType::cpu || type == DeviceType::cuda_host || type == DeviceType::cuda_managed) {
+        on_device = false;
+    } else if constexpr (!Backend::has_device) {
+        throw NoDeviceError(std::string(op) + ": " + device_type_string(type) +
+                            " memory cannot be imported into a host-only blob (device backend " +
+                            std::string(Backend::name) + "); host blobs import CPU, CUDAHost and CUDAManaged memory");
+    } else if constexpr (!HasDeviceType<Backend>) {
+        throw DeviceError(std::string(op) + ": device backend " + std::string(Backend::name) +
+                          " has no DLPack device type (specialise dlpack::DeviceTypeOf)");
+    } else if (type == DeviceTypeOf<Backend>::value) {
+        on_device = true;
+    } else {
+        throw DeviceError(std::string(op) + ": " + device_type_string(type) +
+                          " memory cannot be imported into a blob " + "with device backend " +
+                          std::string(Backend::name) + ", which takes CPU, CUDAHost, " + "CUDAManaged and " +
+                          device_type_string(DeviceTypeOf<Backend>::value) + " memory");
+    }
+
+    T* data = nullptr;
+    if (shape.count() != 0) {
+        if (t.data == nullptr) {
+            throw FormatError(std::string(op) + ": data is null for a tensor of " + std::to_string(shape.count()) +
+                              " elements");
+        }
+        data = reinterpret_cast<T*>(static_cast<std::byte*>(t.data) + t.byte_offset);
+        if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0) {
+            throw FormatError(std::string(op) + ": data + byte_offset (" + std::to_string(t.byte_offset) +
+                              ") is not aligned for " + std::string(element_name<T>()) + " (" +
+                              std::to_string(alignof(T)) + " bytes)");
+        }
+        if constexpr (Backend::has_device) {
+            if (on_device && Backend::device_of(data) != t.device.device_id) {
+                throw DeviceError(std::string(op) + ": the tensor names device " + std::to_string(t.device.device_id) +
+                                  " but its memory is on device " + std::to_string(Backend::device_of(data)));
+            }
+        }
+    }
+
+    Blob<T, A> blob(shape);
+    Borrow borrow{std::move(owner), read_only, read_only && !options.copy_on_write};
+    const auto count = static_cast<std::size_t>(shape.count());
+    if (on_device) {
+        blob.set_device_data(data, count, std::move(borrow));
+    } else {
+        blob.set_host_data(data, count, std::move(borrow));
+    }
+    return blob;
+}
+
+}  // namespace detail
+
+/// Exports the blob's data (or diff) as a DLPack 1.x tensor over its memory, host or device side
+/// as asked, without copying. The side is brought up to date first and, being exported for
+/// writing, marked as the fresh one (as `mutable_host_data()` / `mutable_device_data()` do), so
+/// what the consumer writes is what the blob reads next; the device side is synchronised with the
+/// blob's stream. The tensor keeps the buffer and the exported memory alive until the consumer
+/// calls its deleter, even if the blob is reshaped, destroyed, or given other memory meanwhile.
+/// Host memory is `CPU` memory; device memory is the backend's `DeviceTypeOf` (see there).
+/// \throws StateError for a blob without a shape; NoDeviceError / DeviceError for the device side
+/// of a backend without a DLPack device type; whatever the accessor throws (nothing is exported).
+template <Element T, SyncedAllocator A>
+[[nodiscard]] DLManagedTensorVersioned* to_dlpack(Blob<T, A>& blob, Side side = Side::host, Part part = Part::data) {
+    return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part);
+}
+
+/// As above through a const blob: read access only, and the tensor carries `flag_read_only`.
+template <Element T, SyncedAllocator A>
+[[nodiscard]] DLManagedTensorVersioned* to_dlpack(const Blob<T, A>& blob, Side side = Side::host,
+                                                  Part part = Part::data) {
+    return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part);
+}
+
+/// Exports as the legacy `DLManagedTensor`, for consumers older than DLPack 1.0 (libtorch 1.13,
+/// NumPy 1.24). As `to_dlpack`; the legacy struct has neither version nor flags.
+template <Element T, SyncedAllocator A>
+[[nodiscard]] DLManagedTensor* to_dlpack_legacy(Blob<T, A>& blob, Side side = Side::host, Part part = Part::data) {
+    return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part);
+}
+
+/// As above through a const blob. The legacy struct cannot say "read-only": the consumer gets
+/// writable memory, and exporting a const blob this way is the caller's promise that the consumer
+/// will not write it (a write would change the blob behind the state machine's back).
+template <Element T, SyncedAllocator A>
+[[nodiscard]] DLManagedTensor* to_dlpack_legacy(const Blob<T, A>& blob, Side side = Side::host,
+                                                Part part = Part::data) {
+    return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part);
+}
+
+/// Imports a DLPack tensor (`DLManagedTensorVersioned` or the legacy `DLManagedTensor`, syncblob's
+/// declarations or any layout-identical one such as `<dlpack/dlpack.h>`'s) as a blob of `T` whose
+/// data borrows the tensor's memory, without copying: CPU, CUDAHost and CUDAManaged memory as the
+/// host side, the backend's own device type (see `DeviceTypeOf`) as the device side. The diff is
+/// the blob's own.
+///
+/// The blob takes the tensor over: its deleter runs exactly once, when the last user of the
+/// memory is gone; if this function throws, it has already run. Memory flagged read-only (or
+/// imported with `options.read_only`) refuses mutable access with `StateError`, unless
+/// `options.copy_on_write` asks that such an access copy it into owned memory first.
+///
+/// Accepted: the dtype of `T` (one lane), 0 to 32 axes, null strides or C-contiguous ones (an
+/// axis of extent 1 may have any stride; so may the axes of an empty tensor), any byte_offset that
+/// leaves the data aligned for `T`, a null data pointer when there are no elements.
+/// \throws FormatError for a null tensor, an unknown major version, a null shape or data pointer,
+/// a dtype other than `T`'s, or misaligned data; ShapeError for bad extents, too many axes or
+/// strides that are not C-contiguous; NoDeviceError / DeviceError for memory the blob's backend
+/// cannot hold. Each message names the field and what was expected.
+template <Element T, SyncedAllocator A = HostOnly, class Managed>
+requires detail::AnyManagedTensor<Managed>
+[[nodiscard]] Blob<T, A> from_dlpack(Managed* tensor, ImportOptions options = {}) {
+    if (tensor == nullptr) {
+        throw FormatError("dlpack::from_dlpack: null tensor");
+    }
+    // Owning the tensor first: whatever happens next, its deleter runs once.
+    std::shared_ptr<void> owner(static_cast<void*>(tensor), detail::DeleterCall<Managed>{});
+    bool read_only = options.read_only;
+    if constexpr (detail::AnyVersionedTensor<Managed>) {
+        if (tensor->version.major != abi_version.major) {  // nothing past the deleter may be read
+            throw FormatError("dlpack::from_dlpack: DLPack ABI version " + std::to_string(tensor->version.major) + "." +
+                              std::to_string(tensor->version.minor) + ", syncblob reads " +
+                              std::to_string(abi_version.major) + ".x (the tensor was released)");
+        }
+        read_only = read_only || (tensor->flags & flag_read_only) != 0;
+    }
+    return detail::import_tensor<T, A>(detail::as_tensor(tensor->dl_tensor), read_only, options, std::move(owner));
+}
+
+}  // namespace dlpack
+
+SYNCBLOB_END_NAMESPACE
