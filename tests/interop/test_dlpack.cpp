@@ -346,7 +346,7 @@ TEST_CASE("dlpack: 0-d and zero-size blobs export", "[interop][dlpack]") {
     Blob<float> empty{2, 0, 3};
     UniqueTensor<Versioned> e(to_dlpack(empty));
     CHECK(e->dl_tensor.ndim == 3);
-    CHECK(e->dl_tensor.data == nullptr);
+    CHECK(e->dl_tensor.data != nullptr);  // not null: libtorch 1.13 leaks tensors whose data is null
     CHECK(e->dl_tensor.shape[1] == 0);
 }
 

@@ -163,7 +163,10 @@ Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part) {
         stride *= shape[i] == 0 ? 1 : shape[i];
     }
     DLTensor& t = exported->managed.dl_tensor;
-    t.data = blob.count() == 0 ? nullptr : const_cast<T*>(p);  // the specification: null for no elements
+    // No elements: the specification suggests a null pointer, but libtorch 1.13 never calls the
+    // deleter of a tensor whose data is null (a leak), so it points at the managed struct instead
+    // (aligned for every element type, and never read: there is nothing to read).
+    t.data = blob.count() == 0 ? static_cast<void*>(&exported->managed) : const_cast<T*>(p);
     t.device = device;
     t.ndim = static_cast<std::int32_t>(shape.rank());
     t.dtype = dl_data_type<T>;
