@@ -1,10 +1,11 @@
 # Settings for syncblob's own tests, examples, benchmarks and fuzzers (never for consumers):
-# syncblob_dev_flags = warnings (as errors with SYNCBLOB_WERROR) + sanitizers.
+# syncblob_dev_flags = syncblob_warnings (as errors with SYNCBLOB_WERROR) + sanitizers. Code loaded
+# into a program syncblob does not build (a Python extension) takes the warnings only.
 
 set(CMAKE_CXX_EXTENSIONS OFF)
 
-add_library(syncblob_dev_flags INTERFACE)
-target_compile_options(syncblob_dev_flags INTERFACE
+add_library(syncblob_warnings INTERFACE)
+target_compile_options(syncblob_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${SYNCBLOB_WERROR}>>:-Werror>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
@@ -17,7 +18,8 @@ if(SYNCBLOB_SANITIZE)
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${SYNCBLOB_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
   target_link_options(syncblob_sanitize INTERFACE -fsanitize=${SYNCBLOB_SANITIZE})
 endif()
-target_link_libraries(syncblob_dev_flags INTERFACE syncblob_sanitize)
+add_library(syncblob_dev_flags INTERFACE)
+target_link_libraries(syncblob_dev_flags INTERFACE syncblob_warnings syncblob_sanitize)
 
 # Finds a Python interpreter that can import numpy (Debian's own, not the first python3 on PATH).
 function(syncblob_find_numpy_python out)

@@ -20,11 +20,14 @@ namespace dl = syncblob::dlpack;
 
 namespace {
 
-// at::fromDLPack takes libtorch's own declaration of the legacy struct.
+// [to-torch]
+// libtorch 1.13 takes the legacy struct, in its own declaration: abi_cast converts (checking at
+// compile time that the two layouts are the same).
 template <Element T, SyncedAllocator A>
 at::Tensor to_torch(Blob<T, A>& blob) {
     return at::fromDLPack(dl::abi_cast<::DLManagedTensor>(dl::to_dlpack_legacy(blob)));
 }
+// [to-torch]
 
 template <class B>
 long exports_of(const B& blob) {
@@ -79,7 +82,10 @@ TEST_CASE("torch: at::toDLPack of a tensor imports into a blob that shares its s
     at::Tensor t = at::arange(12, at::kFloat).reshape({3, 4});
     const auto before = t.storage().use_count();
     {
+        // [from-torch]
+        // from_dlpack takes libtorch's struct as it is (any layout-identical declaration).
         Blob<float> blob = dl::from_dlpack<float>(at::toDLPack(t));
+        // [from-torch]
         CHECK(t.storage().use_count() == before + 1);  // the managed tensor holds the storage
         CHECK(blob.shape() == Shape{3, 4});
         CHECK(blob.host_data().data() == t.data_ptr<float>());

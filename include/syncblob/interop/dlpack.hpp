@@ -104,6 +104,13 @@ struct Exported {
     static void deleter(Managed* self) noexcept { delete static_cast<Exported*>(self->manager_ctx); }
 };
 
+template <class B>
+inline constexpr bool is_blob = false;
+template <Element T, SyncedAllocator A>
+inline constexpr bool is_blob<Blob<T, A>> = true;
+template <class B>
+concept IsBlob = is_blob<B>;
+
 template <class Managed, class BlobRef>
 Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part) {
     using BlobType = std::remove_const_t<BlobRef>;
@@ -311,39 +318,30 @@ Blob<T, A> import_tensor(const DLTensor& t, bool read_only, ImportOptions option
 }  // namespace detail
 
 /// Exports the blob's data (or diff) as a DLPack 1.x tensor over its memory, host or device side
-/// as asked, without copying. The side is brought up to date first and, being exported for
-/// writing, marked as the fresh one (as `mutable_host_data()` / `mutable_device_data()` do), so
-/// what the consumer writes is what the blob reads next; the device side is synchronised with the
-/// blob's stream. The tensor keeps the buffer and the exported memory alive until the consumer
-/// calls its deleter, even if the blob is reshaped, destroyed, or given other memory meanwhile.
-/// Host memory is `CPU` memory; device memory is the backend's `DeviceTypeOf` (see there).
+/// as asked, without copying. The side is brought up to date first; exported through a non-const
+/// blob it is exported for writing and marked as the fresh one (as `mutable_host_data()` /
+/// `mutable_device_data()` do), so what the consumer writes is what the blob reads next; exported
+/// through a const blob it is only read and the tensor carries `flag_read_only`. The device side
+/// is synchronised with the blob's stream. The tensor keeps the buffer and the exported memory
+/// alive until the consumer calls its deleter, even if the blob is reshaped, destroyed, or given
+/// other memory meanwhile. Host memory is `CPU` memory; device memory is the backend's
+/// `DeviceTypeOf` (see there).
 /// \throws StateError for a blob without a shape; NoDeviceError / DeviceError for the device side
 /// of a backend without a DLPack device type; whatever the accessor throws (nothing is exported).
-template <Element T, SyncedAllocator A>
-[[nodiscard]] DLManagedTensorVersioned* to_dlpack(Blob<T, A>& blob, Side side = Side::host, Part part = Part::data) {
-    return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part);
-}
-
-/// As above through a const blob: read access only, and the tensor carries `flag_read_only`.
-template <Element T, SyncedAllocator A>
-[[nodiscard]] DLManagedTensorVersioned* to_dlpack(const Blob<T, A>& blob, Side side = Side::host,
-                                                  Part part = Part::data) {
+template <class BlobRef>
+requires detail::IsBlob<std::remove_const_t<BlobRef>>
+[[nodiscard]] DLManagedTensorVersioned* to_dlpack(BlobRef& blob, Side side = Side::host, Part part = Part::data) {
     return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part);
 }
 
 /// Exports as the legacy `DLManagedTensor`, for consumers older than DLPack 1.0 (libtorch 1.13,
-/// NumPy 1.24). As `to_dlpack`; the legacy struct has neither version nor flags.
-template <Element T, SyncedAllocator A>
-[[nodiscard]] DLManagedTensor* to_dlpack_legacy(Blob<T, A>& blob, Side side = Side::host, Part part = Part::data) {
-    return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part);
-}
-
-/// As above through a const blob. The legacy struct cannot say "read-only": the consumer gets
-/// writable memory, and exporting a const blob this way is the caller's promise that the consumer
-/// will not write it (a write would change the blob behind the state machine's back).
-template <Element T, SyncedAllocator A>
-[[nodiscard]] DLManagedTensor* to_dlpack_legacy(const Blob<T, A>& blob, Side side = Side::host,
-                                                Part part = Part::data) {
+/// NumPy 1.24). As `to_dlpack`, but the legacy struct has neither version nor flags: it cannot say
+/// "read-only". Through a const blob the consumer still gets writable memory, and exporting a const
+/// blob this way is the caller's promise that the consumer will not write it (a write would change
+/// the blob behind the state machine's back).
+template <class BlobRef>
+requires detail::IsBlob<std::remove_const_t<BlobRef>>
+[[nodiscard]] DLManagedTensor* to_dlpack_legacy(BlobRef& blob, Side side = Side::host, Part part = Part::data) {
     return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part);
 }
 

@@ -189,53 +189,27 @@ requires detail::AnyManagedTensor<To> && detail::AnyManagedTensor<std::remove_co
     return reinterpret_cast<To*>(tensor);
 }
 
-/// The DLPack data type of a syncblob element type: float, double and half are `floating` with 32,
-/// 64 and 16 bits, bfloat16 is `bfloat` 16, the integers `signed_int` / `unsigned_int`, bool is
-/// `boolean` 8; one lane.
+/// The DLPack data type of a syncblob dtype: F64, F32 and F16 are `floating` with 64, 32 and 16
+/// bits, BF16 is `bfloat` 16, the integers `signed_int` / `unsigned_int`, BOOL is `boolean` 8;
+/// one lane.
+[[nodiscard]] constexpr DLDataType dl_data_type_of(Dtype d) noexcept {
+    using C = TypeCode;
+    // In the order of Dtype: F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL.
+    constexpr std::array<TypeCode, all_dtypes.size()> codes{
+        C::floating,   C::floating,     C::floating,     C::bfloat,       C::signed_int,   C::signed_int, C::signed_int,
+        C::signed_int, C::unsigned_int, C::unsigned_int, C::unsigned_int, C::unsigned_int, C::boolean};
+    return DLDataType{static_cast<std::uint8_t>(codes[static_cast<std::size_t>(d)]),
+                      static_cast<std::uint8_t>(dtype_size(d) * 8), 1};
+}
+
+/// The DLPack data type of an element type (see `dl_data_type_of`).
 template <Element T>
-inline constexpr DLDataType dl_data_type = [] {
-    constexpr auto bits = static_cast<std::uint8_t>(sizeof(T) * 8);
-    const auto make = [](TypeCode code) { return DLDataType{static_cast<std::uint8_t>(code), bits, 1}; };
-    if constexpr (std::same_as<T, bool>) {
-        return make(TypeCode::boolean);
-    } else if constexpr (std::same_as<T, bfloat16>) {
-        return make(TypeCode::bfloat);
-    } else if constexpr (std::same_as<T, half> || std::is_floating_point_v<T>) {
-        return make(TypeCode::floating);
-    } else if constexpr (std::is_signed_v<T>) {
-        return make(TypeCode::signed_int);
-    } else {
-        return make(TypeCode::unsigned_int);
-    }
-}();
+inline constexpr DLDataType dl_data_type = dl_data_type_of(dtype_of<T>);
 
 /// The syncblob dtype of a DLPack data type, or nothing when no element type matches.
 [[nodiscard]] constexpr std::optional<Dtype> dtype_from(DLDataType t) noexcept {
     for (Dtype d : all_dtypes) {
-        const auto bits = static_cast<std::uint8_t>(dtype_size(d) * 8);
-        TypeCode code = TypeCode::unsigned_int;
-        switch (d) {
-            case Dtype::F64:
-            case Dtype::F32:
-            case Dtype::F16:
-                code = TypeCode::floating;
-                break;
-            case Dtype::BF16:
-                code = TypeCode::bfloat;
-                break;
-            case Dtype::I64:
-            case Dtype::I32:
-            case Dtype::I16:
-            case Dtype::I8:
-                code = TypeCode::signed_int;
-                break;
-            case Dtype::BOOL:
-                code = TypeCode::boolean;
-                break;
-            default:
-                break;
-        }
-        if (t == DLDataType{static_cast<std::uint8_t>(code), bits, 1}) {
+        if (dl_data_type_of(d) == t) {
             return d;
         }
     }
