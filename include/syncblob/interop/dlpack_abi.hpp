@@ -175,7 +175,7 @@ constexpr bool same_managed_layout() {
 }  // namespace detail
 
 /// The same managed tensor seen through another declaration of its structure: syncblob's
-/// `dlpack::DLManagedTensor` as the `::DLManagedTensor` of `<dlpack/dlpack.h>` (for
+/// `dlpack::DLManagedTensor` as the global `DLManagedTensor` of `<dlpack/dlpack.h>` (for
 /// `at::fromDLPack`), or back. Both must be the same kind (legacy or versioned) with the same
 /// layout, checked at compile time. The deleter is then called through the other declaration's
 /// function pointer type, as every DLPack exchange between libraries does.
