@@ -7,9 +7,11 @@ Usage:
   report.py LABEL=FILE.json [LABEL=FILE.json ...]    tables from results files (or from one Google
                                                     Benchmark JSON file each) > table.md
 
-A row's ratio in one run is its "ratio" counter: the median, over pairs of alternating batches, of
-the baseline's time per call over the row's (for kernels, the bandwidth probe of the same access
-pattern, element size and N: the kernel's speed as a fraction of the memory bus's). A results file
+A row's ratio in one run is its "ratio" counter: the median, over rounds of alternating batches, of
+the baseline's time per call over the row's. For "syncblob/best" rows (what users get) the baseline
+is the faster of two limits of the same access pattern, element size and N measured in the same
+rounds: the bandwidth probe on one core, and on both cores (each one half, on a persistent helper
+thread). For "<impl>/1t" rows it is the probe on one core. A results file
 holds several runs, each a separate process (so each samples its own placement of code and data in
 memory); the tables give the median over the runs, and the syncblob rows their lowest and highest
 run too."""
@@ -34,7 +36,8 @@ def row_key(name):
 
 
 def run_values(doc):
-    """One Google Benchmark output: row name -> its value (the ratio; ns per read for "access")."""
+    """One Google Benchmark output: row name -> its value (the ratio; ns per read for "access"; for
+    "best" rows also "<name>#two_core", the share of rounds in which the two-core limit was faster)."""
     values = {}
     for b in doc["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
@@ -47,6 +50,8 @@ def run_values(doc):
             values[name] = b["cpu_time"]
         elif "ratio" in b:
             values[name] = b["ratio"]
+            if "two_core_limit" in b:
+                values[name.replace("/best/", "/best-two-core/")] = b["two_core_limit"]
     return values
 
 
@@ -134,7 +139,7 @@ def two_thread_table(label, rows):
     for op in OPS:
         for typ in ("f32", "f64"):
             cells = [fmt(ratio(rows, op, typ, "syncblob-forced", "2t", n)) for n in ns]
-            out.append(f"| {op} | {typ} | syncblob on 2 threads over 1 | " + " | ".join(cells) + " |")
+            out.append(f"| {op} | {typ} | syncblob split over 2 threads, over 1 | " + " | ".join(cells) + " |")
     return out
 
 
@@ -147,6 +152,31 @@ def control_line(label, runs):
     return [f"Control ({label} build): each bandwidth probe measured against itself in the same pairs gave "
             f"{min(medians):.2f} to {max(medians):.2f} in the median over runs, {min(singles):.2f} to "
             f"{max(singles):.2f} in single runs, over all patterns, types and N (ideal: 1.00).", ""]
+
+
+def best_table(label, rows, n_runs):
+    """What users get: the default call against the faster limit, at every N."""
+    ns = sorted({k[4] for k in rows if k[3] == "best"})
+    if not ns:
+        return []
+    out = [f"### {label} build: syncblob (default settings) against the faster limit, one core or two (median of "
+           f"{n_runs} run{'s' if n_runs != 1 else ''}; bold: under {TARGET})", ""]
+    out.append("| op | type | " + " | ".join(f"2^{log2(n)}" for n in ns) + " |")
+    out.append("|---|---|" + "---:|" * len(ns))
+    for op in OPS:
+        for typ in ("f32", "f64"):
+            cells = []
+            for n in ns:
+                r = rows.get((op, typ, "syncblob", "best", n))
+                cells.append("–" if r is None else (f"**{r:.2f}**" if r < TARGET else f"{r:.2f}"))
+            out.append(f"| {op} | {typ} | " + " | ".join(cells) + " |")
+    cells = []
+    for n in ns:
+        shares = [rows.get((op, typ, "syncblob", "best-two-core", n)) for op in OPS for typ in ("f32", "f64")]
+        shares = [x for x in shares if x is not None]
+        cells.append(fmt(sum(shares) / len(shares)) if shares else "–")
+    out.append("| (two-core limit faster, share of rounds) | all | " + " | ".join(cells) + " |")
+    return out
 
 
 def summary_table(builds):
@@ -181,21 +211,23 @@ def summary_table(builds):
 
 
 def verdict(builds):
-    """Which syncblob cells (build, op, type, N) are under the target in the median over runs."""
+    """Which syncblob cells (build, op, type, N) are under the target in the median over runs: the
+    "best" rows (the default call against the faster limit) where the run has them."""
     under = []
     cells = 0
     for label, runs in builds.items():
+        kind = "best" if any(k[3] == "best" for k in runs) else "1t"
         for (op, typ, impl, threads, n), v in sorted(runs.items()):
-            if impl == "syncblob" and threads == "1t" and op in OPS:
+            if impl == "syncblob" and threads == kind and op in OPS:
                 cells += 1
                 m = statistics.median(v)
                 if m < TARGET:
                     under.append(f"{label} {op} {typ} 2^{log2(n)}: {m:.2f}")
     if not under:
-        return [f"Target (every syncblob row ≥ {TARGET} at every N, both builds): met in the median over runs "
-                f"at all {cells} cells.", ""]
-    return [f"Target (every syncblob row ≥ {TARGET} at every N, both builds): {len(under)} of {cells} cells "
-            f"under it in the median over runs: " + "; ".join(under) + ".", ""]
+        return [f"Target (syncblob ≥ {TARGET} of the faster limit at every N, both builds): met in the median over "
+                f"runs at all {cells} cells.", ""]
+    return [f"Target (syncblob ≥ {TARGET} of the faster limit at every N, both builds): {len(under)} of {cells} "
+            f"cells under it in the median over runs: " + "; ".join(under) + ".", ""]
 
 
 def tables(args):
@@ -206,7 +238,12 @@ def tables(args):
         ctx, runs = load_runs(path)
         builds[label] = runs
         loaded.append((label, ctx, runs))
-    out = verdict(builds) + summary_table(builds) + [""]
+    out = verdict(builds)
+    for label, ctx, runs in loaded:
+        rows = {k: statistics.median(v) for k, v in runs.items()}
+        n_runs = max(len(v) for v in runs.values())
+        out += best_table(label, rows, n_runs) + [""]
+    out += summary_table(builds) + [""]
     for label, ctx, runs in loaded:
         rows = {k: statistics.median(v) for k, v in runs.items()}
         n_runs = max(len(v) for v in runs.values())
