@@ -12,12 +12,12 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
-#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "arena/arena_buffer.hpp"
+#include "arena/detail/blob_range.hpp"
 #include "arena/detail/storage.hpp"
 #include "blob.hpp"
 #include "core/error.hpp"
@@ -114,13 +114,12 @@ public:
     /// Blob `i` in order of addition (unchecked).
     [[nodiscard]] blob_type& operator[](std::size_t i) noexcept { return *blobs_[i]; }
     [[nodiscard]] const blob_type& operator[](std::size_t i) const noexcept { return *blobs_[i]; }
-    /// The blobs, in order of addition (a view of references).
+    /// The blobs, in order of addition (a range of references).
     [[nodiscard]] auto blobs() noexcept {
-        return std::views::transform(blobs_, [](const std::unique_ptr<blob_type>& b) -> blob_type& { return *b; });
+        return detail::BlobRange<blob_type, std::vector<std::unique_ptr<blob_type>>>(blobs_);
     }
     [[nodiscard]] auto blobs() const noexcept {
-        return std::views::transform(blobs_,
-                                     [](const std::unique_ptr<blob_type>& b) -> const blob_type& { return *b; });
+        return detail::BlobRange<const blob_type, const std::vector<std::unique_ptr<blob_type>>>(blobs_);
     }
 
     /// Elements of all blobs (padding excluded).
