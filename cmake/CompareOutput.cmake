@@ -1,5 +1,7 @@
-# Runs PROGRAM in WORKDIR and fails unless its standard output equals the file EXPECTED.
-execute_process(COMMAND ${PROGRAM} WORKING_DIRECTORY ${WORKDIR}
+# Runs PROGRAM in WORKDIR (through LAUNCHER, words separated by "|" such as mpirun|-np|4, when
+# given) and fails unless its standard output equals the file EXPECTED.
+string(REPLACE "|" ";" LAUNCHER "${LAUNCHER}")
+execute_process(COMMAND ${LAUNCHER} ${PROGRAM} WORKING_DIRECTORY ${WORKDIR}
   OUTPUT_VARIABLE actual ERROR_VARIABLE errors RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${PROGRAM} exited with ${rc}\n${actual}\n${errors}")

@@ -42,3 +42,30 @@ if(CUDAToolkit_FOUND AND TARGET syncblob_eigen)
     endif()
   endif()
 endif()
+
+# syncblob::mpi: all-reduce and broadcast of a ParameterArena through MPI's C API
+# (syncblob/comm/mpi.hpp). MPI's C++ bindings are not used.
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI QUIET COMPONENTS CXX)
+if(TARGET MPI::MPI_CXX)
+  add_library(syncblob_mpi INTERFACE)
+  add_library(syncblob::mpi ALIAS syncblob_mpi)
+  set_target_properties(syncblob_mpi PROPERTIES EXPORT_NAME mpi)
+  target_link_libraries(syncblob_mpi INTERFACE syncblob MPI::MPI_CXX)
+endif()
+
+# syncblob::nccl: the same over NCCL (syncblob/comm/nccl.hpp), which comes with the CUDA toolkit.
+if(TARGET syncblob_cuda)
+  find_library(SYNCBLOB_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(SYNCBLOB_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  mark_as_advanced(SYNCBLOB_NCCL_LIBRARY SYNCBLOB_NCCL_INCLUDE_DIR)
+  if(SYNCBLOB_NCCL_LIBRARY AND SYNCBLOB_NCCL_INCLUDE_DIR)
+    add_library(syncblob_nccl INTERFACE)
+    add_library(syncblob::nccl ALIAS syncblob_nccl)
+    set_target_properties(syncblob_nccl PROPERTIES EXPORT_NAME nccl)
+    # The installed package config finds the library again (syncblob::nccl_library) on the user's machine.
+    target_link_libraries(syncblob_nccl INTERFACE syncblob_cuda
+      $<BUILD_INTERFACE:${SYNCBLOB_NCCL_LIBRARY}> $<INSTALL_INTERFACE:syncblob::nccl_library>)
+    target_include_directories(syncblob_nccl SYSTEM INTERFACE $<BUILD_INTERFACE:${SYNCBLOB_NCCL_INCLUDE_DIR}>)
+  endif()
+endif()

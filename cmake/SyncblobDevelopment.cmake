@@ -37,3 +37,11 @@ function(syncblob_find_numpy_python out)
   endforeach()
   set(${out} "" PARENT_SCOPE)
 endfunction()
+
+# The environment of tests run through mpirun. Open MPI leaks some of its own memory at exit and
+# unloads its plugins (Open MPI's and PMIx's) first, so LeakSanitizer could not name them: keep them
+# loaded, unwind fully, and let tests/support/openmpi.lsan.supp suppress Open MPI's libraries.
+set(SYNCBLOB_OPENMPI_TEST_ENVIRONMENT
+  "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/openmpi.lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+  "OMPI_MCA_mca_base_component_disable_dlclose=1"
+  "PMIX_MCA_mca_base_component_disable_dlclose=1")

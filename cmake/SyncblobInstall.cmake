@@ -1,5 +1,5 @@
 # Install rules: headers, one export set per target, and a relocatable package config whose
-# optional components (eigen, json, cuda) are defined when their dependency is found.
+# optional components (eigen, json, cuda, mpi, nccl) are defined when their dependency is found.
 include(CMakePackageConfigHelpers)
 
 set(SYNCBLOB_CMAKE_DIR ${CMAKE_INSTALL_DATADIR}/cmake/syncblob)
@@ -7,7 +7,7 @@ install(DIRECTORY include/syncblob DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 install(TARGETS syncblob EXPORT syncblobTargets)
 install(EXPORT syncblobTargets NAMESPACE syncblob:: DESTINATION ${SYNCBLOB_CMAKE_DIR})
-foreach(component eigen json cuda)
+foreach(component eigen json cuda mpi nccl)
   if(TARGET syncblob_${component})
     install(TARGETS syncblob_${component} EXPORT syncblob-${component}-targets)
     install(EXPORT syncblob-${component}-targets NAMESPACE syncblob:: DESTINATION ${SYNCBLOB_CMAKE_DIR})

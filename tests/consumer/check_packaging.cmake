@@ -55,7 +55,7 @@ string(REGEX MATCH "\"nlohmann_json/([0-9]+\\.[0-9]+)" _ "${conan}")
 expect("conan nlohmann_json requirement" "${CMAKE_MATCH_1}" "${json_min}")
 
 # Components: every optional CMake component has a vcpkg feature.
-foreach(component eigen json cuda)
+foreach(component eigen json cuda mpi nccl)
   string(JSON feature ERROR_VARIABLE missing GET "${vcpkg}" features ${component})
   if(missing)
     string(APPEND errors "vcpkg.json has no feature '${component}' for syncblob::${component}\n")

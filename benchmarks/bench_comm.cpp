@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// All-reduce of a ParameterArena's diff through MPI against a raw MPI_Allreduce of the same bytes,
+// measured in the same run in alternating pairs: run it with `mpirun -np N bench_comm`.
+//
+// Each iteration all-reduces a plain buffer of S bytes (the baseline), then the arena's diff of S
+// bytes; before each, every rank meets at a barrier, and the time of an operation is the longest
+// over the ranks. Reported per row (medians over the iterations):
+//   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
+//   raw_busbw    the same for the raw MPI_Allreduce
+//   ratio        raw time / arena time (1 = the arena costs nothing over MPI itself)
+// and one row for a model of 100 small blobs reduced one MPI call per blob (the naive way) against
+// the arena's single call (`speedup` = naive time / arena time).
+// Only rank 0 prints; `--benchmark_out` is honoured on rank 0 alone.
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <syncblob/comm/mpi.hpp>
+
+namespace sb = syncblob;
+
+namespace {
+
+int rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int ranks() {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+// Seconds `fn` takes, the longest over the ranks, all starting together.
+template <class Fn>
+double timed(Fn fn) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double longest = 0;
+    MPI_Allreduce(&mine, &longest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return longest;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+double bus_bandwidth(double bytes, double seconds) {
+    const double n = ranks();
+    return bytes / seconds * 2.0 * (n - 1.0) / n;
+}
+
+// A model of `bytes` bytes: eight uneven blobs (a few large layers and their biases).
+void add_layers(sb::ParameterArena<float>& arena, std::size_t bytes) {
+    const auto floats = static_cast<std::int64_t>(bytes / sizeof(float));
+    const std::int64_t parts[] = {4, 1, 8, 1, 2, 1, 1};  // in 1/18ths
+    std::int64_t used = 0;
+    for (const std::int64_t p : parts) {
+        const std::int64_t n = floats * p / 18 - 64;  // leaves room for the 256-byte alignment
+        arena.add({n});
+        used += n;
+    }
+    arena.add({floats - used - 64});
+}
+
+enum class Variant { sum, mean, bucketed };
+
+void allreduce(benchmark::State& state, Variant variant) {
+    const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
+    std::vector<float> raw(bytes / sizeof(float), 1.0f);
+    sb::ParameterArena<float> arena;
+    add_layers(arena, bytes);
+    arena.seal();
+    for (auto& blob : arena.blobs()) {
+        blob.fill_diff(1.0f);
+    }
+    std::vector<double> raw_times;
+    std::vector<double> arena_times;
+    for (auto _ : state) {
+        raw_times.push_back(timed([&] {
+            MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }));
+        const double t = timed([&] {
+            switch (variant) {
+                case Variant::sum:
+                    sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum);
+                    break;
+                case Variant::mean:
+                    sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean);
+                    break;
+                case Variant::bucketed:
+                    sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum, std::size_t{25} << 20).wait();
+                    break;
+            }
+        });
+        arena_times.push_back(t);
+        state.SetIterationTime(t);
+    }
+    const double raw_t = median(raw_times);
+    const double arena_t = median(arena_times);
+    state.counters["busbw_GBps"] = bus_bandwidth(static_cast<double>(arena.bytes()), arena_t) / 1e9;
+    state.counters["raw_busbw_GBps"] = bus_bandwidth(static_cast<double>(bytes), raw_t) / 1e9;
+    state.counters["ratio"] = raw_t * static_cast<double>(arena.bytes()) / static_cast<double>(bytes) / arena_t;
+    state.counters["ranks"] = ranks();
+}
+
+// 100 small blobs (10 KiB each): one MPI_Allreduce per blob, against one arena call.
+void small_blobs(benchmark::State& state) {
+    constexpr int blobs = 100;
+    constexpr std::int64_t floats = 2560;
+    std::vector<sb::Blob<float>> separate;
+    sb::ParameterArena<float> arena;
+    for (int i = 0; i < blobs; ++i) {
+        separate.emplace_back(sb::Shape{floats});
+        separate.back().fill_diff(1.0f);
+        arena.add({floats});
+    }
+    arena.seal();
+    std::vector<double> naive_times;
+    std::vector<double> arena_times;
+    for (auto _ : state) {
+        naive_times.push_back(timed([&] {
+            for (auto& blob : separate) {
+                auto diff = blob.mutable_host_diff();
+                MPI_Allreduce(MPI_IN_PLACE, diff.data(), static_cast<int>(diff.size()), MPI_FLOAT, MPI_SUM,
+                              MPI_COMM_WORLD);
+            }
+        }));
+        const double t = timed([&] { sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum); });
+        arena_times.push_back(t);
+        state.SetIterationTime(t);
+    }
+    state.counters["naive_us"] = median(naive_times) * 1e6;
+    state.counters["arena_us"] = median(arena_times) * 1e6;
+    state.counters["speedup"] = median(naive_times) / median(arena_times);
+    state.counters["ranks"] = ranks();
+}
+
+// Fixed iteration counts: every rank must run the same collectives, so nothing may adapt to timing.
+void register_all() {
+    for (const int mib : {1, 4, 16, 64, 256}) {
+        const int iterations = mib <= 4 ? 40 : mib <= 16 ? 15 : mib <= 64 ? 6 : 3;
+        for (const auto& [name, variant] : {std::pair{"sum", Variant::sum}, std::pair{"mean", Variant::mean},
+                                            std::pair{"bucketed_sum", Variant::bucketed}}) {
+            benchmark::RegisterBenchmark((std::string("allreduce/") + name).c_str(), allreduce, variant)
+                ->Arg(mib)
+                ->Iterations(iterations)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+        }
+    }
+    benchmark::RegisterBenchmark("small_blobs/100x10KiB", small_blobs)
+        ->Iterations(40)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+}
+
+class Silent : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+    MPI_Init(&argc, &argv);
+    std::vector<char*> args(argv, argv + argc);
+    if (rank() != 0) {  // only rank 0 writes --benchmark_out
+        std::erase_if(args, [](const char* a) { return std::strncmp(a, "--benchmark_out", 15) == 0; });
+    }
+    int count = static_cast<int>(args.size());
+    benchmark::Initialize(&count, args.data());
+    register_all();
+    if (rank() == 0) {
+        benchmark::RunSpecifiedBenchmarks();
+    } else {
+        Silent silent;
+        benchmark::RunSpecifiedBenchmarks(&silent);
+    }
+    benchmark::Shutdown();
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `ParameterArena<T, Allocator>`: many blobs whose data and diff are slices of one data buffer and
+/// one diff buffer, so that a whole model's gradients can be all-reduced in a few calls
+/// (`syncblob/comm/mpi.hpp`, `syncblob/comm/nccl.hpp`), and its buckets.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arena/arena_buffer.hpp"
+#include "arena/detail/blob_range.hpp"
+#include "arena/detail/storage.hpp"
+#include "blob.hpp"
+#include "core/error.hpp"
+#include "core/shape.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+/// Blobs as slices of one data buffer and one diff buffer (Caffe's flat parameter buffers).
+///
+/// `add` returns blobs until `seal()`, which makes one allocation per buffer and side (zero-filled)
+/// and lends each blob its slices, aligned to `alignment` bytes, host and device alike. Each blob
+/// then keeps its own state machine on its slices, with every accessor of `Blob`; `data_buffer()`
+/// and `diff_buffer()` see the union. After seal every blob's head is at_host (its zeros are fresh
+/// there; contents written before seal are kept), so the first device access of a blob copies it.
+///
+/// After seal the blobs' shapes and buffers are fixed: `add` and `seal` throw `StateError`, and a
+/// blob that was reshaped or given other buffers (`share_data`, `set_host_data`, moving it out…) is
+/// reported as a `StateError` by the next arena operation, before any data moves.
+/// Move-only; the blobs' addresses stay the same for the arena's life, and their memory lives as
+/// long as any of their buffers does.
+template <Element T, SyncedAllocator Allocator = HostOnly>
+class ParameterArena {
+public:
+    using value_type = T;
+    using allocator_type = Allocator;
+    using blob_type = Blob<T, Allocator>;
+    using buffer_type = BufferFor<Allocator>;
+    using device_backend = typename Allocator::device_backend;
+    using stream_type = typename device_backend::stream_type;
+
+    /// Every slice starts at a multiple of this many bytes from its buffer's start, which is itself
+    /// so aligned (cudaMalloc's guarantee; NCCL and vector loads want it).
+    static constexpr std::size_t alignment = 256;
+
+    ParameterArena() = default;
+    ParameterArena(const ParameterArena&) = delete;
+    ParameterArena& operator=(const ParameterArena&) = delete;
+    ParameterArena(ParameterArena&&) noexcept = default;
+    ParameterArena& operator=(ParameterArena&&) noexcept = default;
+
+    /// The memory is freed when the last blob buffer borrowing it lets go, after the work queued on
+    /// the arena's stream.
+    ~ParameterArena() = default;
+
+    /// A new blob of `shape` (count 0 allowed), its memory given at seal.
+    /// \throws StateError after seal; ShapeError on a bad shape (nothing changes).
+    blob_type& add(const Shape& shape) {
+        if (sealed()) {
+            throw StateError("ParameterArena::add: the arena is sealed (" + std::to_string(blobs_.size()) +
+                             " blobs); add every blob before seal()");
+        }
+        auto blob = std::make_unique<blob_type>(shape);
+        blob->set_stream(stream_);
+        shapes_.reserve(shapes_.size() + 1);
+        blobs_.push_back(std::move(blob));
+        shapes_.push_back(shape);
+        return *blobs_.back();
+    }
+    blob_type& add(std::initializer_list<std::int64_t> shape) { return add(Shape(shape)); }
+
+    /// Lays the blobs out in order of addition, allocates the data and diff buffers (host and, for
+    /// a backend with a device, device: one block each, zero-filled) and lends every blob its
+    /// slices. Contents a blob was given before seal are copied into its slices.
+    /// \throws StateError when already sealed; std::bad_alloc (nothing changes).
+    void seal() {
+        if (sealed()) {
+            throw StateError("ParameterArena::seal: the arena is already sealed");
+        }
+        std::vector<Slice> slices;
+        slices.reserve(blobs_.size());
+        std::size_t offset = 0;
+        for (const auto& blob : blobs_) {
+            const auto bytes = static_cast<std::size_t>(blob->count()) * sizeof(T);
+            slices.push_back({offset, bytes});
+            offset = detail::round_up(offset + bytes, alignment);
+        }
+        auto storage = std::make_shared<detail::ArenaStorage<Allocator>>(offset, alignment, stream_);
+        for (std::size_t i = 0; i < blobs_.size(); ++i) {
+            lend(*blobs_[i]->data_buffer(), storage->data, slices[i], storage);
+            lend(*blobs_[i]->diff_buffer(), storage->diff, slices[i], storage);
+        }
+        for (const auto& blob : blobs_) {
+            data_buffers_.push_back(blob->data_buffer());
+            diff_buffers_.push_back(blob->diff_buffer());
+        }
+        slices_ = std::move(slices);
+        storage_ = std::move(storage);
+    }
+
+    [[nodiscard]] bool sealed() const noexcept { return storage_ != nullptr; }
+
+    /// Number of blobs.
+    [[nodiscard]] std::size_t size() const noexcept { return blobs_.size(); }
+    /// Blob `i` in order of addition (unchecked).
+    [[nodiscard]] blob_type& operator[](std::size_t i) noexcept { return *blobs_[i]; }
+    [[nodiscard]] const blob_type& operator[](std::size_t i) const noexcept { return *blobs_[i]; }
+    /// The blobs, in order of addition (a range of references).
+    [[nodiscard]] auto blobs() noexcept {
+        return detail::BlobRange<blob_type, std::vector<std::unique_ptr<blob_type>>>(blobs_);
+    }
+    [[nodiscard]] auto blobs() const noexcept {
+        return detail::BlobRange<const blob_type, const std::vector<std::unique_ptr<blob_type>>>(blobs_);
+    }
+
+    /// Elements of all blobs (padding excluded).
+    [[nodiscard]] std::int64_t count() const noexcept {
+        std::int64_t n = 0;
+        for (const auto& b : blobs_) {
+            n += b->count();
+        }
+        return n;
+    }
+    /// Bytes of each buffer, padding included (0 before seal).
+    [[nodiscard]] std::size_t bytes() const noexcept { return storage_ ? storage_->bytes : 0; }
+    /// Where blob `i`'s slices lie. \throws StateError before seal; IndexError when out of range.
+    [[nodiscard]] Slice slice(std::size_t i) const {
+        require_sealed("ParameterArena::slice");
+        if (i >= slices_.size()) {
+            throw IndexError("ParameterArena::slice: blob " + std::to_string(i) + " out of range [0, " +
+                             std::to_string(slices_.size()) + ")");
+        }
+        return slices_[i];
+    }
+    /// The shapes the blobs were added with.
+    [[nodiscard]] const std::vector<Shape>& shapes() const noexcept { return shapes_; }
+
+    /// The data of every blob as one buffer. \throws StateError before seal or when a blob left its slices.
+    [[nodiscard]] ArenaBuffer<T, Allocator> data_buffer() const {
+        check("ParameterArena::data_buffer");
+        return view(data_buffers_, storage_->data);
+    }
+    /// The diff of every blob as one buffer. \throws as data_buffer.
+    [[nodiscard]] ArenaBuffer<T, Allocator> diff_buffer() const {
+        check("ParameterArena::diff_buffer");
+        return view(diff_buffers_, storage_->diff);
+    }
+
+    /// The diff split into contiguous runs of whole blobs, in reverse order of addition (the order
+    /// backward produces gradients): the first run holds at most `first_bytes`, the others at most
+    /// `max_bytes` (a blob larger than that is a run of its own). Empty blobs join the run they
+    /// sit in. Every blob is in exactly one run. \throws StateError before seal; ShapeError when a
+    /// limit is 0.
+    [[nodiscard]] std::vector<Bucket> buckets(std::size_t first_bytes, std::size_t max_bytes) const {
+        require_sealed("ParameterArena::buckets");
+        if (first_bytes == 0 || max_bytes == 0) {
+            throw ShapeError("ParameterArena::buckets: a bucket limit of 0 bytes (first " +
+                             std::to_string(first_bytes) + ", then " + std::to_string(max_bytes) + ")");
+        }
+        std::vector<Bucket> out;
+        std::size_t end = slices_.size();
+        while (end > 0) {
+            const std::size_t limit = out.empty() ? first_bytes : max_bytes;
+            std::size_t first = end - 1;
+            while (first > 0 && span(first - 1, end) <= limit) {
+                --first;
+            }
+            out.push_back({first, end, slices_[first].offset, span(first, end)});
+            end = first;
+        }
+        return out;
+    }
+    /// Runs of at most `max_bytes`.
+    [[nodiscard]] std::vector<Bucket> buckets(std::size_t max_bytes) const { return buckets(max_bytes, max_bytes); }
+    /// The trainers' defaults: a first run of 1 MiB (the last layers' gradients go out early), then 25 MiB.
+    [[nodiscard]] std::vector<Bucket> buckets() const { return buckets(std::size_t{1} << 20, std::size_t{25} << 20); }
+
+    /// The stream of every blob's buffers (and of the arena's own zero-fill and release).
+    void set_stream(stream_type stream) {
+        stream_ = stream;
+        for (auto& b : blobs_) {
+            b->set_stream(stream);
+        }
+        if (storage_) {
+            storage_->stream = stream;
+        }
+    }
+    [[nodiscard]] stream_type stream() const noexcept { return stream_; }
+
+    /// Throws StateError naming the first blob that is no longer what seal() laid out (a new
+    /// shape, or buffers other than its slices), or when the arena is not sealed. `op` names the caller.
+    void check(std::string_view op) const {
+        require_sealed(op);
+        for (std::size_t i = 0; i < blobs_.size(); ++i) {
+            const blob_type& b = *blobs_[i];
+            if (!b.has_shape() || b.shape() != shapes_[i]) {
+                throw StateError(std::string(op) + ": blob " + std::to_string(i) + " was " + shapes_[i].to_string() +
+                                 " at seal and is now " + b.shape_string() + "; an arena's shapes are fixed");
+            }
+            if (b.data_buffer() != data_buffers_[i] || b.diff_buffer() != diff_buffers_[i]) {
+                throw StateError(std::string(op) + ": blob " + std::to_string(i) +
+                                 " no longer uses the arena's slices (its data or diff buffer was replaced "
+                                 "after seal)");
+            }
+        }
+    }
+
+private:
+    void require_sealed(std::string_view op) const {
+        if (!sealed()) {
+            throw StateError(std::string(op) + ": the arena is not sealed (call seal() after adding its " +
+                             std::to_string(blobs_.size()) + " blobs)");
+        }
+    }
+
+    // Bytes from the start of blob `first`'s slice to the end of blob `end - 1`'s.
+    std::size_t span(std::size_t first, std::size_t end) const {
+        return slices_[end - 1].offset + slices_[end - 1].bytes - slices_[first].offset;
+    }
+
+    ArenaBuffer<T, Allocator> view(const std::vector<std::shared_ptr<buffer_type>>& buffers,
+                                   const detail::ArenaBlocks& blocks) const {
+        return {buffers, slices_, static_cast<T*>(blocks.host), static_cast<T*>(blocks.device), storage_->bytes};
+    }
+
+    // Keeps what the buffer holds (its fresh bytes, when it has any), then lends it its slices: the
+    // device slice first, then the host slice, so the head ends at_host.
+    static void lend(buffer_type& buffer, const detail::ArenaBlocks& blocks, const Slice& s,
+                     const std::shared_ptr<detail::ArenaStorage<Allocator>>& storage) {
+        if (s.bytes == 0) {
+            return;
+        }
+        auto* host = static_cast<std::byte*>(blocks.host) + s.offset;
+        if (buffer.head() != Head::uninitialized) {
+            std::memcpy(host, buffer.host_data(), s.bytes);
+        }
+        if constexpr (device_backend::has_device) {
+            buffer.set_device_data(static_cast<std::byte*>(blocks.device) + s.offset, s.bytes, Borrow{storage});
+        }
+        buffer.set_host_data(host, s.bytes, Borrow{storage});
+    }
+
+    std::vector<std::unique_ptr<blob_type>> blobs_;
+    std::vector<Shape> shapes_;
+    std::vector<Slice> slices_;
+    std::vector<std::shared_ptr<buffer_type>> data_buffers_;
+    std::vector<std::shared_ptr<buffer_type>> diff_buffers_;
+    std::shared_ptr<detail::ArenaStorage<Allocator>> storage_;
+    stream_type stream_ = device_backend::default_stream();
+};
+
+SYNCBLOB_END_NAMESPACE

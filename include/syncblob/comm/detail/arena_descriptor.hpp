@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// A small fixed-size description of an arena and of the call made on it, which every rank
+/// gathers from every other before any data moves: arenas or calls that differ between ranks are
+/// then a `StateError` raised on every rank alike, not a hang or a crash.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "../../arena.hpp"
+#include "../../core/element.hpp"
+#include "../../core/error.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// Plain bytes, the same layout on every rank of one program.
+struct ArenaDescriptor {
+    std::uint64_t intact = 0;  ///< 1 when the arena is sealed and its blobs are as seal laid them out
+    std::uint64_t blobs = 0;
+    std::uint64_t elements = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t layout = 0;     ///< a hash of every blob's shape, in order
+    std::uint64_t operation = 0;  ///< which call (allreduce, broadcast, bucketed allreduce)
+    std::uint64_t argument = 0;   ///< its argument (the reduction, the root)
+    std::uint64_t first_bucket = 0;
+    std::uint64_t bucket = 0;
+    char dtype[8] = {};
+};
+
+enum class CommOperation : std::uint64_t { allreduce = 1, broadcast = 2, bucketed_allreduce = 3 };
+
+inline constexpr std::string_view operation_name(std::uint64_t op) noexcept {
+    switch (op) {
+        case 1:
+            return "allreduce_diff";
+        case 2:
+            return "broadcast_data";
+        case 3:
+            return "iallreduce_diff";
+        default:
+            return "?";
+    }
+}
+
+/// This rank's descriptor; `problem` receives what is wrong with the arena locally (unsealed,
+/// a blob reshaped after seal...), empty when nothing is.
+template <Element T, SyncedAllocator A>
+ArenaDescriptor describe(const ParameterArena<T, A>& arena, std::string_view op, CommOperation operation,
+                         std::uint64_t argument, std::string& problem, std::uint64_t first_bucket = 0,
+                         std::uint64_t bucket = 0) {
+    ArenaDescriptor d;
+    try {
+        arena.check(op);
+        d.intact = 1;
+    } catch (const StateError& e) {
+        problem = e.what();
+    }
+    d.blobs = arena.size();
+    d.elements = static_cast<std::uint64_t>(arena.count());
+    d.bytes = arena.bytes();
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the extents, each shape ended by its rank
+    const auto mix = [&h](std::uint64_t v) {
+        for (int i = 0; i < 8; ++i) {
+            h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+        }
+    };
+    for (const auto& shape : arena.shapes()) {
+        for (const std::int64_t extent : shape) {
+            mix(static_cast<std::uint64_t>(extent));
+        }
+        mix(0xFFFF'0000ull + shape.rank());
+    }
+    d.layout = h;
+    d.operation = static_cast<std::uint64_t>(operation);
+    d.argument = argument;
+    d.first_bucket = first_bucket;
+    d.bucket = bucket;
+    const std::string_view name = element_name<T>();
+    std::memcpy(d.dtype, name.data(), std::min(name.size(), sizeof(d.dtype) - 1));
+    return d;
+}
+
+inline std::string describe_text(const ArenaDescriptor& d) {
+    return std::to_string(d.blobs) + " blobs, " + std::to_string(d.elements) + " elements of " + std::string(d.dtype) +
+           (d.intact != 0 ? "" : " (not usable: unsealed, or changed after seal)");
+}
+
+/// Every rank computes the same verdict from the same gathered descriptors: empty when they agree,
+/// else a message naming the first rank that differs from rank 0 and how. `rank` and `problem`
+/// add this rank's own local reason, when it has one.
+inline std::string disagreement(std::span<const ArenaDescriptor> all, std::string_view op, int rank,
+                                const std::string& problem) {
+    const ArenaDescriptor& r0 = all[0];
+    std::string what;
+    for (std::size_t r = 0; r < all.size() && what.empty(); ++r) {
+        const ArenaDescriptor& d = all[r];
+        const std::string who = "rank " + std::to_string(r);
+        if (d.intact == 0) {
+            what = who + "'s arena cannot be used: " + describe_text(d);
+        } else if (std::strncmp(d.dtype, r0.dtype, sizeof d.dtype) != 0 || d.blobs != r0.blobs ||
+                   d.elements != r0.elements || d.bytes != r0.bytes) {
+            what = "the arenas differ: rank 0 has " + describe_text(r0) + ", " + who + " has " + describe_text(d);
+        } else if (d.layout != r0.layout) {
+            what = "the arenas differ: " + who + "'s blob shapes differ from rank 0's (" + describe_text(d) + ")";
+        } else if (d.operation != r0.operation) {
+            what = "the ranks disagree on the call: rank 0 calls " + std::string(operation_name(r0.operation)) + ", " +
+                   who + " calls " + std::string(operation_name(d.operation));
+        } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket) {
+            what = "the ranks disagree on the call's arguments (reduction, root or bucket sizes): rank 0 passes " +
+                   std::to_string(r0.argument) + " / " + std::to_string(r0.first_bucket) + " / " +
+                   std::to_string(r0.bucket) + ", " + who + " passes " + std::to_string(d.argument) + " / " +
+                   std::to_string(d.first_bucket) + " / " + std::to_string(d.bucket);
+        }
+    }
+    if (what.empty()) {
+        return {};
+    }
+    std::string message = std::string(op) + ": " + what + "; nothing was sent";
+    if (!problem.empty()) {
+        message += " (on this rank, " + std::to_string(rank) + ": " + problem + ")";
+    }
+    return message;
+}
+
+}  // namespace detail
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// All-reduce and broadcast of a `ParameterArena` through MPI (target `syncblob::mpi`): the diff of
+/// every blob in one call per run of the arena (`MPI_IN_PLACE`), blocking or bucketed and
+/// non-blocking. MPI's own collectives do the work; syncblob adds the flat layout, averaging,
+/// staging of device memory and the checks.
+///
+/// Where the bytes are: host-fresh diffs are reduced in the arena's host memory directly. Diffs
+/// fresh on the device only are staged through the arena's host memory (pinned for
+/// `cuda::Allocator`): copied D→H, reduced, copied back H→D, so they end synced; each copy is
+/// counted in its blob's stats. With a device-aware MPI (detected, or set through `Options`) a sum
+/// over diffs all fresh on the device runs on device memory instead, with no copy. MPI has no
+/// averaging operation, and averaging needs a kernel, so `Reduce::mean` is always reduced and
+/// divided on the host; to keep it on the device, use NCCL (`ncclAvg`) or sum and fold 1/n into
+/// the learning rate.
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../arena.hpp"
+#include "../core/error.hpp"
+#include "detail/bucket_plan.hpp"
+#include "detail/mpi_call.hpp"
+#include "error.hpp"
+#include "reduce.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace mpi {
+
+/// Choices for a call.
+struct Options {
+    /// Let MPI read and write device memory directly (a CUDA-aware MPI). Unset: detected once, see
+    /// device_aware(). Set it to true only if the MPI library really is device-aware.
+    std::optional<bool> device_aware{};
+};
+
+/// Whether the MPI library is taken as device-aware when `Options` does not say: the environment
+/// variable `SYNCBLOB_MPI_DEVICE_AWARE` (`1` or `0`) if set, else Open MPI's
+/// `MPIX_Query_cuda_support()`, else false. Decided at the first call (after MPI_Init).
+inline bool device_aware() {
+    static const bool aware = detail::detect_device_aware();
+    return aware;
+}
+
+namespace detail {
+
+inline bool use_device(const Options& options) {
+    return options.device_aware.value_or(mpi::device_aware());
+}
+
+// Waits until the work queued on `stream` is done: MPI reads and writes device memory outside it.
+template <class Device>
+void wait_stream(typename Device::stream_type stream) {
+    auto done = Device::record(stream);
+    Device::wait(done);
+}
+
+// The blobs in [first, end) whose `part` is fresh on the device only: their result goes back there.
+template <class Buffers>
+std::vector<std::size_t> device_only(const Buffers& buffers, std::size_t first, std::size_t end) {
+    std::vector<std::size_t> out;
+    for (std::size_t i = first; i < end; ++i) {
+        if (buffers[i]->size() != 0 && buffers[i]->head() == Head::at_device) {
+            out.push_back(i);
+        }
+    }
+    return out;
+}
+
+template <class Buffers>
+void push_back_to_device(const Buffers& buffers, const std::vector<std::size_t>& blobs) {
+    for (const std::size_t i : blobs) {
+        buffers[i]->push_to_device_async();
+    }
+}
+
+// x / ranks for each element. For a power of two, multiplying by the reciprocal gives the same
+// bits and runs at memory speed; otherwise a division (a serial sum / n, bit for bit).
+template <class T>
+void divide(T* p, std::size_t n, int ranks) {
+    if ((ranks & (ranks - 1)) == 0) {
+        const T r = T(1) / static_cast<T>(ranks);
+        for (std::size_t i = 0; i < n; ++i) {
+            p[i] *= r;
+        }
+        return;
+    }
+    const T d = static_cast<T>(ranks);
+    for (std::size_t i = 0; i < n; ++i) {
+        p[i] /= d;
+    }
+}
+
+inline int comm_size(MPI_Comm comm, std::string_view op) {
+    int size = 0;
+    check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");
+    return size;
+}
+
+}  // namespace detail
+
+/// All-reduces the diff of every blob of `arena` across `comm`, in place, on every rank: the sum,
+/// or the mean (sum / ranks). A collective call: every rank of `comm` calls it with an arena of the
+/// same layout and the same `reduce`, otherwise every rank throws the same StateError before any
+/// data moves. Runs over `INT_MAX` elements are split into several calls.
+/// \throws StateError (arenas or calls that differ, an unsealed or altered arena, MPI not
+/// initialized); CommError when an MPI call fails; DeviceError from staging copies.
+template <MpiElement T, SyncedAllocator A>
+CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, Options options = {}) {
+    using Device = typename A::device_backend;
+    constexpr std::string_view op = "mpi::allreduce_diff";
+    detail::ErrorsReturn errors(comm, op);
+    detail::agree(arena, comm, op, syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce));
+    const int ranks = detail::comm_size(comm, op);
+    auto diff = arena.diff_buffer();
+    const auto& buffers = diff.buffers();
+    const std::size_t n = diff.elements();
+    CommStats stats;
+    stats.bytes = diff.bytes();
+    const auto reduce_at = [&](T* p) {
+        stats.calls = detail::in_pieces(n, [&](std::size_t first, int count) {
+            detail::check(MPI_Allreduce(MPI_IN_PLACE, p + first, count, detail::datatype<T>(), MPI_SUM, comm), op,
+                          "MPI_Allreduce");
+        });
+    };
+    if constexpr (Device::has_device) {
+        if (reduce == Reduce::sum && n != 0 && detail::use_device(options) && diff.fresh_on_device() &&
+            !diff.fresh_on_host()) {
+            T* device = diff.mutable_device_data();
+            detail::wait_stream<Device>(arena.stream());
+            reduce_at(device);
+            stats.on_device = true;
+            return stats;
+        }
+    }
+    const auto staged = detail::device_only(buffers, 0, buffers.size());
+    T* host = diff.mutable_host_data().data();
+    reduce_at(host);
+    if (reduce == Reduce::mean) {
+        detail::divide(host, n, ranks);
+    }
+    detail::push_back_to_device(buffers, staged);
+    stats.staged_blobs = staged.size();
+    return stats;
+}
+
+/// Copies the data of every blob of `root`'s arena into the arenas of the other ranks of `comm`.
+/// The root's data is read where it is fresh; on the other ranks each blob ends fresh on the side
+/// it was fresh on before (device-fresh blobs receive on the host and are copied H→D, unless the
+/// MPI is device-aware and every blob is fresh on the device). A collective call, checked as
+/// allreduce_diff. \throws IndexError (on every rank) when `root` is not a rank of `comm`; as allreduce_diff.
+template <MpiElement T, SyncedAllocator A>
+CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, Options options = {}) {
+    using Device = typename A::device_backend;
+    constexpr std::string_view op = "mpi::broadcast_data";
+    detail::ErrorsReturn errors(comm, op);
+    int rank = 0;
+    detail::check(MPI_Comm_rank(comm, &rank), op, "MPI_Comm_rank");
+    const int ranks = detail::comm_size(comm, op);
+    if (root < 0 || root >= ranks) {
+        throw IndexError(std::string(op) + ": root " + std::to_string(root) +
+                         " is not a rank of the communicator [0, " + std::to_string(ranks) + ")");
+    }
+    detail::agree(arena, comm, op, syncblob::detail::CommOperation::broadcast, static_cast<std::uint64_t>(root));
+    auto data = arena.data_buffer();
+    const auto& buffers = data.buffers();
+    const std::size_t n = data.elements();
+    CommStats stats;
+    stats.bytes = data.bytes();
+    const auto broadcast_at = [&](T* p) {
+        stats.calls = detail::in_pieces(n, [&](std::size_t first, int count) {
+            detail::check(MPI_Bcast(p + first, count, detail::datatype<T>(), root, comm), op, "MPI_Bcast");
+        });
+    };
+    if constexpr (Device::has_device) {
+        if (n != 0 && detail::use_device(options) && data.fresh_on_device() && !data.fresh_on_host()) {
+            T* device = rank == root ? const_cast<T*>(data.device_data()) : data.mutable_device_data_for_overwrite();
+            detail::wait_stream<Device>(arena.stream());
+            broadcast_at(device);
+            stats.on_device = true;
+            return stats;
+        }
+    }
+    if (rank == root) {
+        broadcast_at(const_cast<T*>(data.host_data().data()));  // read only: MPI_Bcast does not write at the root
+        return stats;
+    }
+    const auto staged = detail::device_only(buffers, 0, buffers.size());
+    broadcast_at(data.mutable_host_data_for_overwrite().data());
+    detail::push_back_to_device(buffers, staged);
+    stats.staged_blobs = staged.size();
+    return stats;
+}
+
+/// A bucketed, non-blocking all-reduce of an arena's diff: one `MPI_Iallreduce` per bucket
+/// (`ParameterArena::buckets`, in reverse order of addition), each started as soon as every blob
+/// in it is `ready`, in bucket order, so the last layers' gradients travel while backward still
+/// computes the first ones. Do not touch a started bucket's diffs before `wait()`. Open MPI
+/// progresses non-blocking collectives inside MPI calls: `test()` now and then helps.
+/// Move-only; destroying it waits for what was started.
+template <MpiElement T, SyncedAllocator A>
+class BucketedAllreduce {
+public:
+    /// Plans the buckets (the first at most `first_bytes`, the others at most `bucket_bytes`) and
+    /// checks, collectively, that every rank plans the same; starts nothing.
+    /// \throws as allreduce_diff; ShapeError when a bucket limit is 0.
+    BucketedAllreduce(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, std::size_t first_bytes,
+                      std::size_t bucket_bytes, Options options = {})
+        : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
+        detail::ErrorsReturn errors(comm, op);
+        detail::agree(arena, comm, op, syncblob::detail::CommOperation::bucketed_allreduce,
+                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes);
+        ranks_ = detail::comm_size(comm, op);
+        plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
+        staged_.resize(plan_.buckets().size());
+        on_host_.assign(plan_.buckets().size(), true);
+        stats_.bytes = arena.bytes();
+    }
+    BucketedAllreduce(const BucketedAllreduce&) = delete;
+    BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
+    BucketedAllreduce(BucketedAllreduce&& other) noexcept { *this = std::move(other); }
+    BucketedAllreduce& operator=(BucketedAllreduce&& other) noexcept {
+        if (this != &other) {
+            abandon();
+            arena_ = other.arena_;
+            comm_ = other.comm_;
+            reduce_ = other.reduce_;
+            options_ = other.options_;
+            ranks_ = other.ranks_;
+            plan_ = std::move(other.plan_);
+            staged_ = std::move(other.staged_);
+            on_host_ = std::move(other.on_host_);
+            requests_ = std::move(other.requests_);
+            waited_ = std::exchange(other.waited_, true);
+            stats_ = other.stats_;
+            other.requests_.clear();
+        }
+        return *this;
+    }
+    ~BucketedAllreduce() { abandon(); }
+
+    [[nodiscard]] const std::vector<Bucket>& buckets() const noexcept { return plan_.buckets(); }
+    /// Buckets whose MPI_Iallreduce has been issued.
+    [[nodiscard]] std::size_t started() const noexcept { return plan_.started(); }
+
+    /// Blob `i`'s diff is complete: starts, in bucket order, every bucket all of whose blobs are.
+    /// \throws IndexError when `i` is out of range; StateError after wait(); CommError.
+    void ready(std::size_t i) {
+        require_not_waited("ready");
+        plan_.ready(i, "mpi::iallreduce_diff::ready");
+        start_complete();
+    }
+    /// Every blob is ready: starts every bucket not started yet.
+    void start_all() {
+        require_not_waited("start_all");
+        plan_.all_ready();
+        start_complete();
+    }
+
+    /// Lets MPI progress; true when every bucket has been started and has finished.
+    bool test() {
+        detail::ErrorsReturn errors(comm_, op);
+        int done = 0;
+        detail::check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE), op,
+                      "MPI_Testall");
+        return done != 0 && plan_.started() == plan_.buckets().size();
+    }
+
+    /// Starts what is not started yet, waits for every bucket, divides for a mean, and copies the
+    /// staged blobs' results back to the device. \throws StateError when called twice; CommError.
+    CommStats wait() {
+        start_all();
+        detail::ErrorsReturn errors(comm_, op);
+        waited_ = true;
+        detail::check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), op,
+                      "MPI_Waitall");
+        requests_.clear();
+        auto diff = arena_->diff_buffer();
+        for (std::size_t b = 0; b < plan_.buckets().size(); ++b) {
+            const Bucket& bucket = plan_.buckets()[b];
+            if (on_host_[b] && reduce_ == Reduce::mean) {
+                T* host = diff.mutable_host_data(bucket.first, bucket.end).data();
+                detail::divide(host + bucket.offset / sizeof(T), bucket.bytes / sizeof(T), ranks_);
+            }
+            detail::push_back_to_device(diff.buffers(), staged_[b]);
+            stats_.staged_blobs += staged_[b].size();
+        }
+        return stats_;
+    }
+
+private:
+    static constexpr std::string_view op = "mpi::iallreduce_diff";
+
+    void require_not_waited(const char* what) const {
+        if (waited_) {
+            throw StateError(std::string(op) + "::" + what + ": already waited for");
+        }
+    }
+
+    void start_complete() {
+        detail::ErrorsReturn errors(comm_, op);
+        plan_.start_ready([this](std::size_t b) { start(b); });
+    }
+
+    void start(std::size_t b) {
+        using Device = typename A::device_backend;
+        auto diff = arena_->diff_buffer();
+        const Bucket& bucket = plan_.buckets()[b];
+        T* p = nullptr;
+        bool device = false;
+        if constexpr (Device::has_device) {
+            device = reduce_ == Reduce::sum && bucket.bytes != 0 && detail::use_device(options_) &&
+                     diff.fresh_on_device(bucket.first, bucket.end) && !diff.fresh_on_host(bucket.first, bucket.end);
+            if (device) {
+                p = diff.mutable_device_data(bucket.first, bucket.end);
+                detail::wait_stream<Device>(arena_->stream());
+                stats_.on_device = true;
+            }
+        }
+        if (!device) {
+            staged_[b] = detail::device_only(diff.buffers(), bucket.first, bucket.end);
+            p = diff.mutable_host_data(bucket.first, bucket.end).data();
+        }
+        on_host_[b] = !device;
+        p += bucket.offset / sizeof(T);
+        stats_.calls += detail::in_pieces(bucket.bytes / sizeof(T), [&](std::size_t first, int count) {
+            MPI_Request request = MPI_REQUEST_NULL;
+            detail::check(
+                MPI_Iallreduce(MPI_IN_PLACE, p + first, count, detail::datatype<T>(), MPI_SUM, comm_, &request), op,
+                "MPI_Iallreduce");
+            requests_.push_back(request);
+        });
+    }
+
+    // Waits for what was started, ignoring errors (a destructor cannot report them).
+    void abandon() noexcept {
+        if (!requests_.empty()) {
+            (void)MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+            requests_.clear();
+        }
+    }
+
+    ParameterArena<T, A>* arena_ = nullptr;
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    Reduce reduce_ = Reduce::sum;
+    Options options_{};
+    int ranks_ = 1;
+    syncblob::detail::BucketPlan plan_;
+    std::vector<std::vector<std::size_t>> staged_;  // per bucket: blobs staged from the device
+    std::vector<bool> on_host_;                     // per bucket: reduced in host memory
+    std::vector<MPI_Request> requests_;
+    bool waited_ = false;
+    CommStats stats_{};
+};
+
+/// Starts a bucketed non-blocking all-reduce of every bucket at once (buckets of at most
+/// `bucket_bytes`); call `wait()` on the result. For a bucket-by-bucket start as gradients become
+/// ready, construct a BucketedAllreduce and call `ready(blob)`.
+template <MpiElement T, SyncedAllocator A>
+BucketedAllreduce<T, A> iallreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce,
+                                        std::size_t bucket_bytes, Options options = {}) {
+    BucketedAllreduce<T, A> handle(arena, comm, reduce, bucket_bytes, bucket_bytes, options);
+    handle.start_all();
+    return handle;
+}
+
+}  // namespace mpi
+
+SYNCBLOB_END_NAMESPACE

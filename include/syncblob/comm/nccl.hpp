@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// All-reduce and broadcast of a `ParameterArena` on CUDA devices through NCCL (target
+/// `syncblob::nccl`; NCCL comes with the CUDA toolkit). The same calls as `syncblob/comm/mpi.hpp`,
+/// over an `ncclComm_t`, queued on the arena's stream: the diff is reduced in device memory (slices
+/// fresh on the host only are copied H→D first, counted in their blobs' stats), averaged by NCCL
+/// itself (`ncclAvg`), and each blob's diff ends at_device. The calls return once the work is
+/// queued; every later access through syncblob is ordered after it on the stream.
+///
+/// As with NCCL itself, one thread (or process) drives each communicator: several communicators
+/// driven from one thread need NCCL's group calls around them and are not supported here.
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../arena.hpp"
+#include "../core/error.hpp"
+#include "../core/half.hpp"
+#include "../cuda/device.hpp"
+#include "detail/arena_descriptor.hpp"
+#include "detail/bucket_plan.hpp"
+#include "error.hpp"
+#include "reduce.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace nccl {
+
+/// Element types NCCL reduces natively.
+template <class T>
+concept NcclElement =
+    std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, half> || std::same_as<T, bfloat16> ||
+    std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t> || std::same_as<T, std::int32_t> ||
+    std::same_as<T, std::uint32_t> || std::same_as<T, std::int64_t> || std::same_as<T, std::uint64_t>;
+
+/// An arena NCCL can reach: its device backend is CUDA's.
+template <class A>
+concept NcclAllocator = SyncedAllocator<A> && std::same_as<typename A::device_backend, cuda::Device>;
+
+namespace detail {
+
+template <NcclElement T>
+constexpr ncclDataType_t datatype() noexcept {
+    if constexpr (std::same_as<T, float>) {
+        return ncclFloat32;
+    } else if constexpr (std::same_as<T, double>) {
+        return ncclFloat64;
+    } else if constexpr (std::same_as<T, half>) {
+        return ncclFloat16;
+    } else if constexpr (std::same_as<T, bfloat16>) {
+        return ncclBfloat16;
+    } else if constexpr (std::same_as<T, std::int8_t>) {
+        return ncclInt8;
+    } else if constexpr (std::same_as<T, std::uint8_t>) {
+        return ncclUint8;
+    } else if constexpr (std::same_as<T, std::int32_t>) {
+        return ncclInt32;
+    } else if constexpr (std::same_as<T, std::uint32_t>) {
+        return ncclUint32;
+    } else if constexpr (std::same_as<T, std::int64_t>) {
+        return ncclInt64;
+    } else {
+        return ncclUint64;
+    }
+}
+
+/// Throws CommError for a status other than ncclSuccess: "<op>: <call> failed: <ncclGetErrorString>
+/// (<ncclGetLastError>)".
+inline void check(ncclResult_t status, std::string_view op, const char* call, ncclComm_t comm = nullptr) {
+    if (status == ncclSuccess) {
+        return;
+    }
+    std::string message = std::string(op) + ": " + call + " failed: " + ncclGetErrorString(status);
+    const char* last = ncclGetLastError(comm);
+    if (last != nullptr && *last != '\0') {
+        message += " (" + std::string(last) + ")";
+    }
+    throw CommError(message, call, static_cast<int>(status));
+}
+
+inline std::pair<int, int> rank_and_size(ncclComm_t comm, std::string_view op) {
+    if (comm == nullptr) {
+        throw StateError(std::string(op) + ": the communicator is null");
+    }
+    int rank = 0;
+    int size = 0;
+    check(ncclCommUserRank(comm, &rank), op, "ncclCommUserRank", comm);
+    check(ncclCommCount(comm, &size), op, "ncclCommCount", comm);
+    return {rank, size};
+}
+
+/// Gathers every rank's descriptor through NCCL (on device memory, on `stream`) and throws the
+/// same StateError on every rank when any differs; nothing of the arena has moved yet.
+template <class T, class A>
+void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stream, std::string_view op,
+           syncblob::detail::CommOperation what, std::uint64_t argument, std::uint64_t first_bucket = 0,
+           std::uint64_t bucket = 0) {
+    using Descriptor = syncblob::detail::ArenaDescriptor;
+    std::string problem;
+    const Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    const auto [rank, size] = rank_and_size(comm, op);
+    const std::size_t bytes = sizeof(Descriptor) * static_cast<std::size_t>(size);
+    std::vector<Descriptor> all(static_cast<std::size_t>(size));
+    void* scratch = cuda::Device::allocate(bytes + sizeof(Descriptor));
+    try {
+        auto* mine_on_device = static_cast<std::byte*>(scratch) + bytes;
+        cuda::Device::copy(mine_on_device, &mine, sizeof(Descriptor), CopyKind::host_to_device, stream);
+        check(ncclAllGather(mine_on_device, scratch, sizeof(Descriptor), ncclUint8, comm, stream), op, "ncclAllGather",
+              comm);
+        cuda::Device::copy(all.data(), scratch, bytes, CopyKind::device_to_host, stream);
+    } catch (...) {
+        cuda::Device::deallocate(scratch, bytes + sizeof(Descriptor));
+        throw;
+    }
+    cuda::Device::deallocate(scratch, bytes + sizeof(Descriptor));
+    const std::string message = syncblob::detail::disagreement(all, op, rank, problem);
+    if (!message.empty()) {
+        throw StateError(message);
+    }
+}
+
+// The blobs in [first, end) fresh on the host only: they are copied H→D before NCCL runs.
+template <class Buffers>
+std::uint64_t host_only(const Buffers& buffers, std::size_t first, std::size_t end) {
+    std::uint64_t n = 0;
+    for (std::size_t i = first; i < end; ++i) {
+        if (buffers[i]->size() != 0 && buffers[i]->head() == Head::at_host) {
+            ++n;
+        }
+    }
+    return n;
+}
+
+}  // namespace detail
+
+/// All-reduces the diff of every blob of `arena` across `comm` in device memory, in place, on the
+/// arena's stream: the sum, or the mean (`ncclAvg`). A collective call: every rank calls it with an
+/// arena of the same layout and the same `reduce`, otherwise every rank throws the same StateError
+/// before any data moves. \throws StateError; CommError when an NCCL call fails; DeviceError.
+template <NcclElement T, NcclAllocator A>
+CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce) {
+    constexpr std::string_view op = "nccl::allreduce_diff";
+    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::allreduce,
+                  static_cast<std::uint64_t>(reduce));
+    auto diff = arena.diff_buffer();
+    CommStats stats;
+    stats.bytes = diff.bytes();
+    stats.on_device = true;
+    stats.staged_blobs = detail::host_only(diff.buffers(), 0, diff.buffers().size());
+    if (diff.elements() != 0) {
+        T* p = diff.mutable_device_data();
+        detail::check(ncclAllReduce(p, p, diff.elements(), detail::datatype<T>(),
+                                    reduce == Reduce::mean ? ncclAvg : ncclSum, comm, arena.stream()),
+                      op, "ncclAllReduce", comm);
+        stats.calls = 1;
+    }
+    return stats;
+}
+
+/// Copies the data of every blob of `root`'s arena into the arenas of the other ranks, in device
+/// memory, on the arena's stream. \throws IndexError (on every rank) when `root` is not a rank of
+/// `comm`; as allreduce_diff.
+template <NcclElement T, NcclAllocator A>
+CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root) {
+    constexpr std::string_view op = "nccl::broadcast_data";
+    const auto [rank, size] = detail::rank_and_size(comm, op);
+    if (root < 0 || root >= size) {
+        throw IndexError(std::string(op) + ": root " + std::to_string(root) +
+                         " is not a rank of the communicator [0, " + std::to_string(size) + ")");
+    }
+    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::broadcast,
+                  static_cast<std::uint64_t>(root));
+    auto data = arena.data_buffer();
+    CommStats stats;
+    stats.bytes = data.bytes();
+    stats.on_device = true;
+    if (data.elements() != 0) {
+        stats.staged_blobs = rank == root ? detail::host_only(data.buffers(), 0, data.buffers().size()) : 0;
+        T* p = rank == root ? const_cast<T*>(data.device_data()) : data.mutable_device_data_for_overwrite();
+        detail::check(ncclBroadcast(p, p, data.elements(), detail::datatype<T>(), root, comm, arena.stream()), op,
+                      "ncclBroadcast", comm);
+        stats.calls = 1;
+    }
+    return stats;
+}
+
+/// The bucketed form: one `ncclAllReduce` per bucket (in reverse order of addition), each queued as
+/// soon as all its blobs are `ready`, in bucket order. NCCL's calls are asynchronous already;
+/// `wait()` blocks the host until the stream has run them and reports NCCL's asynchronous errors.
+template <NcclElement T, NcclAllocator A>
+class BucketedAllreduce {
+public:
+    /// Plans the buckets and checks, collectively, that every rank plans the same; queues nothing.
+    BucketedAllreduce(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce, std::size_t first_bytes,
+                      std::size_t bucket_bytes)
+        : arena_(&arena), comm_(comm), reduce_(reduce) {
+        detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::bucketed_allreduce,
+                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes);
+        plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
+        stats_.bytes = arena.bytes();
+        stats_.on_device = true;
+    }
+
+    [[nodiscard]] const std::vector<Bucket>& buckets() const noexcept { return plan_.buckets(); }
+    [[nodiscard]] std::size_t started() const noexcept { return plan_.started(); }
+
+    /// Blob `i`'s diff is complete (its kernels are queued on the arena's stream).
+    void ready(std::size_t i) {
+        plan_.ready(i, "nccl::iallreduce_diff::ready");
+        start_complete();
+    }
+    void start_all() {
+        plan_.all_ready();
+        start_complete();
+    }
+
+    /// Queues what is left, then blocks until the stream has run every bucket.
+    /// \throws CommError for an asynchronous NCCL error; DeviceError.
+    CommStats wait() {
+        start_all();
+        SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(arena_->stream()), "nccl::iallreduce_diff::wait");
+        ncclResult_t async = ncclSuccess;
+        detail::check(ncclCommGetAsyncError(comm_, &async), op, "ncclCommGetAsyncError", comm_);
+        detail::check(async, op, "ncclAllReduce (asynchronous)", comm_);
+        return stats_;
+    }
+
+private:
+    static constexpr std::string_view op = "nccl::iallreduce_diff";
+
+    void start_complete() {
+        auto diff = arena_->diff_buffer();
+        plan_.start_ready([&](std::size_t index) {
+            const Bucket& b = plan_.buckets()[index];
+            if (b.bytes == 0) {
+                return;
+            }
+            stats_.staged_blobs += detail::host_only(diff.buffers(), b.first, b.end);
+            T* p = diff.mutable_device_data(b.first, b.end) + b.offset / sizeof(T);
+            detail::check(ncclAllReduce(p, p, b.bytes / sizeof(T), detail::datatype<T>(),
+                                        reduce_ == Reduce::mean ? ncclAvg : ncclSum, comm_, arena_->stream()),
+                          op, "ncclAllReduce", comm_);
+            ++stats_.calls;
+        });
+    }
+
+    ParameterArena<T, A>* arena_;
+    ncclComm_t comm_;
+    Reduce reduce_;
+    syncblob::detail::BucketPlan plan_;
+    CommStats stats_{};
+};
+
+/// Queues a bucketed all-reduce of every bucket at once (buckets of at most `bucket_bytes`).
+template <NcclElement T, NcclAllocator A>
+BucketedAllreduce<T, A> iallreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce,
+                                        std::size_t bucket_bytes) {
+    BucketedAllreduce<T, A> handle(arena, comm, reduce, bucket_bytes, bucket_bytes);
+    handle.start_all();
+    return handle;
+}
+
+}  // namespace nccl
+
+SYNCBLOB_END_NAMESPACE

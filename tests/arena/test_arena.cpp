@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// ParameterArena: layout, one allocation per buffer, sealing, fixed shapes, buckets.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include <syncblob/arena.hpp>
+
+#include <syncblob/memory/simulated_device.hpp>
+
+#include "../memory/counting_allocator.hpp"
+#include "device_guard.hpp"
+
+using syncblob::Bucket;
+using syncblob::HostOnly;
+using syncblob::ParameterArena;
+using syncblob::Shape;
+using syncblob::Simulated;
+using syncblob::SimulatedDevice;
+
+namespace {
+
+using CountingHost = syncblob_test::CountingHost<syncblob::AlignedAllocator>;
+struct CountingSimulated {
+    using host_allocator = CountingHost;
+    using device_backend = SimulatedDevice;
+};
+
+template <class Arena>
+void add_model(Arena& arena) {  // uneven blobs, one of them empty
+    arena.add({3});
+    arena.add({0});
+    arena.add({2, 5});
+    arena.add({100});
+    arena.add({1});
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("ParameterArena lays its blobs out as aligned slices of one data and one diff block", "[arena]",
+                   HostOnly, Simulated) {
+    SimulatedDevice::Scope scope({.checking = true});
+    ParameterArena<float, TestType> arena;
+    add_model(arena);
+    CHECK_FALSE(arena.sealed());
+    CHECK(arena.bytes() == 0);
+    arena.seal();
+    REQUIRE(arena.sealed());
+    REQUIRE(arena.size() == 5);
+    CHECK(arena.count() == 3 + 0 + 10 + 100 + 1);
+
+    const std::vector<std::size_t> offsets{0, 256, 256, 512, 1024};
+    const std::vector<std::size_t> bytes{12, 0, 40, 400, 4};
+    for (std::size_t i = 0; i < arena.size(); ++i) {
+        CHECK(arena.slice(i).offset == offsets[i]);
+        CHECK(arena.slice(i).bytes == bytes[i]);
+    }
+    CHECK(arena.bytes() == 1280);
+
+    const auto data = arena.data_buffer().host_data();
+    const auto diff = arena.diff_buffer().host_data();
+    REQUIRE(data.size() == 1280 / sizeof(float));
+    CHECK(reinterpret_cast<std::uintptr_t>(data.data()) % ParameterArena<float, TestType>::alignment == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(diff.data()) % ParameterArena<float, TestType>::alignment == 0);
+    CHECK(std::all_of(data.begin(), data.end(), [](float x) { return x == 0.0f; }));
+    CHECK(std::all_of(diff.begin(), diff.end(), [](float x) { return x == 0.0f; }));
+    for (std::size_t i = 0; i < arena.size(); ++i) {
+        auto& blob = arena[i];
+        CHECK(blob.data_head() == (blob.count() == 0 ? syncblob::Head::uninitialized : syncblob::Head::at_host));
+        if (blob.count() != 0) {
+            CHECK(blob.host_data().data() == data.data() + offsets[i] / sizeof(float));
+            CHECK(blob.mutable_host_diff().data() == diff.data() + offsets[i] / sizeof(float));
+        }
+    }
+    // Writing one blob touches its slice only.
+    std::ranges::fill(arena[3].mutable_host_data(), 2.5f);
+    const auto after = arena.data_buffer().host_data();
+    CHECK(std::count(after.begin(), after.end(), 2.5f) == 100);
+    CHECK(std::all_of(arena[2].host_data().begin(), arena[2].host_data().end(), [](float x) { return x == 0.0f; }));
+}
+
+TEST_CASE("ParameterArena makes one allocation per buffer and side, and nothing more", "[arena]") {
+    SimulatedDevice::Scope scope({});
+    auto& counters = CountingHost::counters();
+    const auto host_before = counters.allocations.load();
+    const auto device_before = SimulatedDevice::live_blocks();
+    {
+        ParameterArena<double, CountingSimulated> arena;
+        add_model(arena);
+        CHECK(counters.allocations.load() == host_before);  // nothing before seal
+        arena.seal();
+        CHECK(counters.allocations.load() == host_before + 2);       // data and diff, host
+        CHECK(SimulatedDevice::live_blocks() == device_before + 2);  // data and diff, device
+        for (auto& blob : arena.blobs()) {
+            blob.fill(1.0);
+            (void)blob.device_data();
+            (void)blob.mutable_device_diff();
+            (void)blob.host_diff();
+            CHECK(blob.data_stats().host_allocations == 0);
+            CHECK(blob.data_stats().device_allocations == 0);
+            CHECK(blob.diff_stats().host_allocations == 0);
+            CHECK(blob.diff_stats().device_allocations == 0);
+        }
+        CHECK(counters.allocations.load() == host_before + 2);
+        CHECK(SimulatedDevice::live_blocks() == device_before + 2);
+    }
+    CHECK(CountingHost::live() == 0);
+    CHECK(SimulatedDevice::live_blocks() == device_before);
+}
+
+TEST_CASE("ParameterArena keeps what a blob was given before seal", "[arena]") {
+    SimulatedDevice::Scope scope({});
+    ParameterArena<float, Simulated> arena;
+    auto& a = arena.add({4});
+    auto& b = arena.add({2});
+    {
+        auto s = a.mutable_host_data();
+        std::iota(s.begin(), s.end(), 1.0f);
+    }
+    float* device = b.mutable_device_diff();  // fresh on the device only: seal copies it back
+    const std::vector<float> values{7.0f, 8.0f};
+    syncblob_test::write_device<SimulatedDevice>(device, values.data(), sizeof(float) * 2);
+    arena.seal();
+    CHECK(std::ranges::equal(a.host_data(), std::vector<float>{1, 2, 3, 4}));
+    CHECK(std::ranges::equal(b.host_diff(), values));
+    CHECK(std::ranges::equal(a.host_data(), arena.data_buffer().host_data().subspan(0, 4)));
+    CHECK(b.host_diff().data() == arena.diff_buffer().host_data().data() + 64);
+}
+
+TEST_CASE("ParameterArena refuses changes after seal, before any data moves", "[arena]") {
+    ParameterArena<float> arena;
+    auto& w = arena.add({2, 3});
+    arena.add({4});
+    CHECK_THROWS_AS(arena.slice(0), syncblob::StateError);
+    CHECK_THROWS_WITH(arena.diff_buffer(), Catch::Contains("not sealed"));
+    CHECK_THROWS_AS(arena.buckets(), syncblob::StateError);
+    arena.seal();
+    CHECK_THROWS_AS(arena.seal(), syncblob::StateError);
+    CHECK_THROWS_WITH(arena.add({5}), Catch::Contains("sealed") && Catch::Contains("2 blobs"));
+    CHECK(arena.size() == 2);
+    CHECK_THROWS_AS(arena.slice(2), syncblob::IndexError);
+
+    SECTION("a reshaped blob") {
+        w.reshape({3, 2});
+        CHECK_THROWS_WITH(arena.diff_buffer(), Catch::Contains("blob 0 was 2 3 (6) at seal and is now 3 2 (6)"));
+        w.reshape({2, 3});
+        CHECK_NOTHROW(arena.diff_buffer());
+    }
+    SECTION("a blob given other buffers") {
+        syncblob::Blob<float> other({4});
+        arena[1].share_diff(other);
+        CHECK_THROWS_WITH(arena.data_buffer(), Catch::Contains("blob 1 no longer uses the arena's slices"));
+    }
+    SECTION("a blob moved out") {
+        syncblob::Blob<float> taken = std::move(w);
+        CHECK_THROWS_AS(arena.data_buffer(), syncblob::StateError);
+    }
+}
+
+TEST_CASE("ParameterArena of empty blobs only, or of none", "[arena]") {
+    ParameterArena<float, Simulated> none;
+    none.seal();
+    CHECK(none.bytes() == 0);
+    CHECK(none.buckets().empty());
+    CHECK(none.diff_buffer().host_data().empty());
+
+    ParameterArena<float, Simulated> empty;
+    empty.add({0});
+    empty.add({3, 0});
+    empty.seal();
+    CHECK(empty.bytes() == 0);
+    CHECK(empty[1].host_diff().empty());
+    const auto buckets = empty.buckets();
+    REQUIRE(buckets.size() == 1);
+    CHECK(buckets[0] == Bucket{0, 2, 0, 0});
+}
+
+TEST_CASE("ParameterArena::buckets: contiguous runs of whole blobs in reverse order of addition", "[arena]") {
+    ParameterArena<float> arena;
+    for (std::int64_t n : {64, 0, 64, 64, 640, 64}) {  // 256 B blobs, an empty one, a 2560 B one
+        arena.add({n});
+    }
+    arena.seal();
+    CHECK(arena.bytes() == 256 * 4 + 2560);
+
+    const auto check_partition = [&](const std::vector<Bucket>& buckets) {
+        std::size_t expected_end = arena.size();
+        for (const auto& b : buckets) {
+            CHECK(b.end == expected_end);
+            CHECK(b.first < b.end);
+            CHECK(b.offset == arena.slice(b.first).offset);
+            CHECK(b.bytes == arena.slice(b.end - 1).offset + arena.slice(b.end - 1).bytes - b.offset);
+            expected_end = b.first;
+        }
+        CHECK(expected_end == 0);
+    };
+
+    const auto two = arena.buckets(512);  // two 256 B blobs per run (the empty one joins in); the large blob alone
+    check_partition(two);
+    CHECK(two == std::vector<Bucket>{{5, 6, 3328, 256}, {4, 5, 768, 2560}, {1, 4, 256, 512}, {0, 1, 0, 256}});
+
+    const auto first_small = arena.buckets(256, 1 << 20);  // the first run 256 B, then all the rest
+    check_partition(first_small);
+    CHECK(first_small == std::vector<Bucket>{{5, 6, 3328, 256}, {0, 5, 0, 3328}});
+
+    const auto defaults = arena.buckets();  // 1 MiB first: everything in one run
+    CHECK(defaults == std::vector<Bucket>{{0, 6, 0, 3584}});
+
+    CHECK_THROWS_AS(arena.buckets(0), syncblob::ShapeError);
+    CHECK_THROWS_AS(arena.buckets(1, 0), syncblob::ShapeError);
+}
+
+TEST_CASE("ParameterArena::buckets: the defaults are 1 MiB first, then 25 MiB", "[arena]") {
+    ParameterArena<float> arena;
+    constexpr std::int64_t mib = (1 << 20) / 4;  // floats per MiB
+    for (int i = 0; i < 30; ++i) {
+        arena.add({mib});
+    }
+    arena.seal();
+    const auto buckets = arena.buckets();
+    REQUIRE(buckets.size() == 3);
+    CHECK(buckets[0].first == 29);
+    CHECK(buckets[0].bytes == (std::size_t{1} << 20));
+    CHECK(buckets[1].end == 29);
+    CHECK(buckets[1].end - buckets[1].first == 25);
+    CHECK(buckets[2].first == 0);
+    CHECK(buckets[2].end == 4);
+}
