@@ -683,7 +683,8 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("syncblob_kernel_path", std::string(sm::kernel_path_name(sm::active_kernel_path())));
     benchmark::AddCustomContext("syncblob_split_bytes",
                                 "reduction " + std::to_string(sm::split_bytes(sm::SplitKind::reduction)) + ", update " +
-                                    std::to_string(sm::split_bytes(sm::SplitKind::update)));
+                                    std::to_string(sm::split_bytes(sm::SplitKind::update)) + ", scale " +
+                                    std::to_string(sm::split_bytes(sm::SplitKind::scale)));
     benchmark::AddCustomContext("syncblob_max_threads", std::to_string(sm::max_threads()));
     benchmark::RegisterBenchmark("access/f32/host_data/1t/1", bench_access, true);
     benchmark::RegisterBenchmark("access/f32/raw-pointer/1t/1", bench_access, false);
