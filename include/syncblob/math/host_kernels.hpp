@@ -289,6 +289,12 @@ SYNCBLOB_NOINLINE void for_many_elements(std::int64_t n, unsigned threads, Body 
 // (each element is independent, so the split changes nothing in the result).
 template <class Body>
 void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Body& body) {
+    // Below 32 KiB no rule splits (no L1 is smaller than 16 KiB), nor does a forced threshold
+    // normally: the common small call takes no detour through the rule.
+    if (bytes_touched < (std::int64_t{32} << 10) && parallel_threshold() == 0) {
+        body(std::int64_t{0}, n);
+        return;
+    }
     const unsigned threads =
         n > split_granule ? threads_for(kind, n, bytes_touched, (n + split_granule - 1) / split_granule) : 1u;
     if (threads <= 1) {
