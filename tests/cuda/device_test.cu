@@ -352,3 +352,21 @@ TEST_CASE("kernels index past 2^31 elements with 64-bit indices", "[cuda][kernel
     Device::copy(&last, a.get() + (n - 1), sizeof(last), syncblob::CopyKind::device_to_host, nullptr);
     CHECK(static_cast<float>(last) == 2.0f);
 }
+
+TEST_CASE("borrowed host memory registered with the driver while a GPU blob uses it", "[cuda][register]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    std::vector<float> user(1 << 20, 2.0f);
+    unsigned int flags = 0;
+    {
+        syncblob::Blob<float, syncblob::cuda::Allocator> blob({static_cast<std::int64_t>(user.size())});
+        syncblob::Borrow borrow;
+        borrow.register_memory = true;
+        blob.set_host_data(user.data(), user.size(), borrow);
+        CHECK(cudaHostGetFlags(&flags, user.data()) == cudaSuccess);  // page-locked now
+        blob.data_buffer()->push_to_device_async();
+        syncblob::scale_data(blob, 0.5f);
+        CHECK(syncblob::asum_data(blob) == static_cast<float>(user.size()));
+    }
+    CHECK(cudaHostGetFlags(&flags, user.data()) != cudaSuccess);  // unregistered with the blob
+    (void)cudaGetLastError();
+}

@@ -379,3 +379,61 @@ TEST_CASE("SimulatedDevice hands out garbage, not zeros", "[memory][simulated]")
     CHECK(device_bytes(p) == Bytes(n, SimulatedDevice::uninitialized_byte));
     SimulatedDevice::deallocate(p, n);
 }
+
+TEST_CASE("borrowed host memory can be registered with the device, and is unregistered on release",
+          "[memory][simulated][register]") {
+    SimulatedDevice::Scope scope({});
+    Bytes user = pattern(7);
+    Bytes other = pattern(8);
+    {
+        Buffer b(n);
+        syncblob::Borrow borrow;
+        borrow.register_memory = true;
+        b.set_host_data(user.data(), user.size(), borrow);
+        CHECK(SimulatedDevice::registered(user.data()));
+        CHECK(SimulatedDevice::registered(user.data() + n - 1));
+        b.push_to_device_async();  // a copy from registered memory
+        CHECK(device_bytes(b.device_data()) == user);
+        b.set_host_data(other.data(), other.size());  // lets go of `user`: unregistered
+        CHECK_FALSE(SimulatedDevice::registered(user.data()));
+        CHECK_FALSE(SimulatedDevice::registered(other.data()));  // not asked for
+        b.set_host_data(user.data(), user.size(), borrow);
+        CHECK(SimulatedDevice::registered(user.data()));
+    }
+    CHECK_FALSE(SimulatedDevice::registered(user.data()));  // the destructor unregistered it
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("memory registered by its owner stays registered after a buffer that borrowed it lets go",
+          "[memory][simulated][register]") {
+    SimulatedDevice::Scope scope({});
+    Bytes user = pattern(9);
+    REQUIRE(SimulatedDevice::register_host(user.data(), user.size()));
+    {
+        Buffer b(n);
+        syncblob::Borrow borrow;
+        borrow.register_memory = true;
+        b.set_host_data(user.data(), user.size(), borrow);
+        CHECK(SimulatedDevice::registered(user.data()));
+    }
+    CHECK(SimulatedDevice::registered(user.data()));  // the owner's registration is the owner's
+    SimulatedDevice::unregister_host(user.data());
+    CHECK_FALSE(SimulatedDevice::registered(user.data()));
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("a registration that fails leaves the buffer as it was", "[memory][simulated][register]") {
+    SimulatedDevice::Settings settings;
+    settings.fail_registration = true;
+    SimulatedDevice::Scope scope(settings);
+    Buffer b(n);
+    write_host(b, pattern(3));
+    Bytes user = pattern(4);
+    syncblob::Borrow borrow;
+    borrow.register_memory = true;
+    CHECK_THROWS_AS(b.set_host_data(user.data(), user.size(), borrow), syncblob::DeviceError);
+    CHECK(b.head() == Head::at_host);
+    CHECK(bytes_at(b.host_data()) == pattern(3));
+    CHECK_FALSE(b.host_borrowed());
+    CHECK_FALSE(SimulatedDevice::registered(user.data()));
+}

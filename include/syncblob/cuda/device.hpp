@@ -99,6 +99,24 @@ struct Device {
         SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream), "cuda::Device::fill");
     }
 
+    /// Page-locks host memory for the device (`cudaHostRegister`): true when this call registered
+    /// it, false when it already was (`cudaErrorHostMemoryAlreadyRegistered`: left as it is).
+    /// \throws NoDeviceError without a usable driver; DeviceError when it cannot be page-locked.
+    static bool register_host(void* p, std::size_t bytes) {
+        const cudaError_t status = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+        if (status == cudaErrorHostMemoryAlreadyRegistered) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        SYNCBLOB_CUDA_CHECK(status, "cuda::Device::register_host of " + std::to_string(bytes) + " bytes");
+        return true;
+    }
+    /// Undoes `register_host` (an error has nothing to report to: it is cleared).
+    static void unregister_host(void* p) noexcept {
+        (void)cudaHostUnregister(p);
+        (void)cudaGetLastError();
+    }
+
     [[nodiscard]] static event_type record(stream_type stream) { return Event::record(stream); }
     static void wait(event_type& event) { event.synchronize(); }
     static void stream_wait(stream_type stream, event_type& event) { event.make_wait(stream); }

@@ -45,6 +45,12 @@ struct Borrow {
     /// side, throws `StateError` while it holds the memory), for memory whose owner said it must not
     /// change, such as a read-only DLPack import.
     bool refuse_writes = false;
+    /// Host memory only: page-lock it for the device backend while the buffer uses it
+    /// (`cudaHostRegister` for `cuda::Device`), so asynchronous copies from and to it run truly
+    /// asynchronously; it is unregistered when the buffer lets go of it. Memory that is already
+    /// registered (by its owner, or by another buffer) is used as it is and left registered.
+    /// Ignored by backends without registration (`NoDevice`).
+    bool register_memory = false;
 };
 
 SYNCBLOB_END_NAMESPACE

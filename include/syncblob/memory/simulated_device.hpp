@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <new>
 #include <ostream>
@@ -68,6 +69,8 @@ public:
         int device_count = 1;
         /// Chooses the order in which `synchronize()` interleaves the streams' queued work.
         std::uint64_t seed = 0;
+        /// Make `register_host` fail, as `cudaHostRegister` does when memory cannot be page-locked.
+        bool fail_registration = false;
     };
 
     /// Installs settings for its lifetime and restores the previous ones after (not thread-safe
@@ -295,6 +298,53 @@ public:
         return s.live_blocks;
     }
 
+    /// Page-locks host memory, as `cudaHostRegister` does: true when this call registered it,
+    /// false when part of it already was (left as it is). \throws DeviceError when
+    /// `Settings::fail_registration` is set.
+    static bool register_host(void* p, std::size_t bytes) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        if (s.settings.fail_registration) {
+            throw DeviceError("SimulatedDevice::register_host: cannot page-lock " + std::to_string(bytes) +
+                              " bytes (registration fails in this scope)");
+        }
+        const auto* begin = static_cast<const std::byte*>(p);
+        for (const auto& [q, n] : s.registered) {
+            const auto* other = static_cast<const std::byte*>(q);
+            if (std::less<>{}(begin, other + n) && std::less<>{}(other, begin + bytes)) {
+                return false;
+            }
+        }
+        s.registered.emplace(p, bytes);
+        return true;
+    }
+
+    /// Undoes `register_host`; unregistering memory that is not registered is a fault.
+    static void unregister_host(void* p) noexcept {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        if (s.registered.erase(p) == 0) {
+            try {
+                s.engine.fault("unregister_host of memory that is not registered");
+            } catch (...) {  // a fault message that cannot be allocated is lost
+            }
+        }
+    }
+
+    /// True when `p` lies in memory registered with `register_host`.
+    [[nodiscard]] static bool registered(const void* p) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        const auto* q = static_cast<const std::byte*>(p);
+        for (const auto& [r, n] : s.registered) {
+            const auto* begin = static_cast<const std::byte*>(r);
+            if (std::less_equal<>{}(begin, q) && std::less<>{}(q, begin + n)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /// The settings in force.
     [[nodiscard]] static Settings settings() {
         auto& s = state();
@@ -315,6 +365,7 @@ private:
         detail::sim::Engine engine;
         std::size_t first_fault = 0;
         std::mt19937_64 rng{0};
+        std::map<const void*, std::size_t> registered;  // register_host's ranges
     };
 
     static State& state() {

@@ -142,8 +142,13 @@ public:
             throw StateError("SyncedBuffer::set_host_data: cannot borrow memory of the buffer's own blocks");
         }
         wait_host_unlocked();
+        const bool registered = borrow.register_memory && register_host(data);  // throws: nothing changed
         release_host();
         host_ = data;
+        if (registered) {
+            host_holding_.registered = data;
+            host_holding_.unregister = &unregister_host;
+        }
         host_read_only_ = borrow.read_only;
         host_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
         host_holding_.keep_alive = std::move(borrow.keep_alive);
@@ -364,6 +369,21 @@ public:
     }
 
 private:
+    // Page-locks `data` (size_ bytes) for the backend; true when this call did it (so the buffer
+    // unregisters it), false when the backend has no registration or the memory already was.
+    bool register_host(void* data) const {
+        if constexpr (requires { Device::register_host(data, size_); }) {
+            return size_ != 0 && Device::register_host(data, size_);
+        } else {
+            return false;
+        }
+    }
+    static void unregister_host(void* data) noexcept {
+        if constexpr (requires { Device::unregister_host(data); }) {
+            Device::unregister_host(data);
+        }
+    }
+
     using Base = detail::BufferState<HostAlloc, Device>;
     friend Base;
     // The engine's members and slow path (detail/buffer_state.hpp).

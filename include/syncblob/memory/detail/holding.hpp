@@ -35,6 +35,9 @@ struct HostHolding {
     HostBlock owned{};  ///< empty when the host side is borrowed or absent
     std::shared_ptr<void> keep_alive;
     bool refuses_writes = false;  ///< a read-only borrow that refuses mutable access (Borrow::refuse_writes)
+    /// Borrowed memory the buffer registered with the device backend, and how to unregister it.
+    void* registered = nullptr;
+    void (*unregister)(void*) noexcept = nullptr;
 
     /// What a released side leaves to its holders.
     struct Lent {
@@ -68,6 +71,10 @@ struct HostHolding {
     }
 
     void release() noexcept {
+        if (registered != nullptr) {  // before the keep-alive below may free the memory
+            unregister(registered);
+            registered = nullptr;
+        }
         if (lent) {  // the holders free it
             lent->block = owned;
             lent->keep_alive = std::move(keep_alive);
