@@ -147,7 +147,7 @@ TEST_CASE("the split follows the caches: a reduction and an update split before 
     CHECK(detail::threads_for(SplitKind::scale, 1, 3 * l1, 8) == 1);
     CHECK(detail::threads_for(SplitKind::scale, 1, 6 * l1, 8) == 2);
     CHECK(detail::threads_for(SplitKind::update, 1, 8 * l1, 1) == 1);  // one part cannot be split
-    syncblob::math::set_parallel_threshold(100);  // a forced element count wins over the bytes
+    syncblob::math::set_parallel_threshold(100);                       // a forced element count wins over the bytes
     CHECK(detail::threads_for(SplitKind::reduction, 99, l1 * 64, 8) == 1);
     CHECK(detail::threads_for(SplitKind::reduction, 100, 1, 8) == 2);
     syncblob::math::set_max_threads(1);
