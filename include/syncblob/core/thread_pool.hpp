@@ -372,7 +372,8 @@ inline void set_executor(Executor executor) {
     slot.has_executor.store(slot.executor != nullptr, std::memory_order_release);
 }
 
-/// The threads a call with `parts` pieces of work will use: min(parts, max_threads(), pool size + 1).
+/// The parts a call with `parts` pieces of work is cut into: min(parts, max_threads()). They run on
+/// the pool's workers and the caller; where there are fewer of those, some run one after another.
 [[nodiscard]] inline unsigned threads_for(std::int64_t parts) noexcept {
     return static_cast<unsigned>(std::min<std::int64_t>(parts, max_threads()));
 }

@@ -21,7 +21,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
