@@ -73,6 +73,23 @@ TEST_CASE("Kernels and async copies are queued and run in stream order, only whe
     CHECK(SimulatedDevice::faults().empty());
 }
 
+TEST_CASE("query reports whether an event is reached and runs nothing", "[memory][simulated][async]") {
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    const auto s = SimulatedDevice::create_stream();
+    auto* d = static_cast<unsigned char*>(SimulatedDevice::allocate(n));
+    auto before = SimulatedDevice::record(s);
+    CHECK(SimulatedDevice::query(before));  // nothing was issued before it
+    add(s, d, 1);
+    auto after = SimulatedDevice::record(s);
+    CHECK_FALSE(SimulatedDevice::query(after));
+    CHECK(SimulatedDevice::pending_copies() == 1);            // the query ran nothing
+    CHECK(SimulatedDevice::query(SimulatedDevice::Event{}));  // an empty event is always reached
+    SimulatedDevice::synchronize();
+    CHECK(SimulatedDevice::query(after));
+    SimulatedDevice::deallocate(d, n);
+    CHECK(SimulatedDevice::faults().empty());
+}
+
 TEST_CASE("stream_wait orders two streams without running anything", "[memory][simulated][async]") {
     for (std::uint64_t seed = 0; seed < seeds; ++seed) {
         INFO("seed " << seed);

@@ -120,6 +120,7 @@ struct Device {
     [[nodiscard]] static event_type record(stream_type stream) { return Event::record(stream); }
     static void wait(event_type& event) { event.synchronize(); }
     static void stream_wait(stream_type stream, event_type& event) { event.make_wait(stream); }
+    [[nodiscard]] static bool query(const event_type& event) { return event.query(); }
 
     /// Checking mode: buffers overwrite the side a mutable access made stale (0xFF bytes), so code
     /// that kept a stale pointer reads garbage. Off by default; process-wide.

@@ -135,6 +135,20 @@ public:
         }
     }
 
+    /// True when the event is reached (`cudaEventQuery`); never blocks. An empty event is reached.
+    [[nodiscard]] bool query() const {
+        if (event_ == nullptr) {
+            return true;
+        }
+        const cudaError_t status = cudaEventQuery(event_);
+        if (status == cudaErrorNotReady) {
+            (void)cudaGetLastError();  // not an error: clear it
+            return false;
+        }
+        SYNCBLOB_CUDA_CHECK(status, "cuda::Event::query");
+        return true;
+    }
+
     /// Makes `stream` wait for the event without blocking the host.
     void make_wait(cudaStream_t stream) const {
         if (event_ != nullptr) {

@@ -29,7 +29,9 @@ enum class CopyKind : std::uint8_t { host_to_device, device_to_host, device_to_d
 ///   which only issues it;
 /// - `fill(dst, byte, bytes, stream)`, finished when it returns;
 /// - `record(stream) -> event_type`, `wait(event)` (the host blocks until the event is reached),
-///   `stream_wait(stream, event)` (the stream waits, the host does not);
+///   `stream_wait(stream, event)` (the stream waits, the host does not), `query(event) -> bool`
+///   (true once the event is reached; never blocks: how a caching pool asks whether the work that
+///   used a block is done);
 /// - `poisons_stale_side()`: true when the backend asks buffers to overwrite the side a mutable
 ///   access made stale (a checking mode for tests).
 template <class B>
@@ -56,6 +58,7 @@ concept DeviceBackend = requires {
     { B::record(stream) } -> std::same_as<typename B::event_type>;
     B::wait(event);
     B::stream_wait(stream, event);
+    { B::query(event) } -> std::convertible_to<bool>;
     { B::poisons_stale_side() } -> std::convertible_to<bool>;
 };
 

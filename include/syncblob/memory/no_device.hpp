@@ -41,6 +41,7 @@ struct NoDevice {
     static event_type record(stream_type) { unavailable("NoDevice::record"); }
     static void wait(event_type&) noexcept {}
     static void stream_wait(stream_type, event_type&) noexcept {}
+    static constexpr bool query(const event_type&) noexcept { return true; }
     static constexpr bool poisons_stale_side() noexcept { return false; }
 };
 

@@ -252,6 +252,17 @@ public:
         s.engine.host_wait(event);
     }
 
+    /// True when the work up to `event` has run; runs nothing (a queued operation runs only when
+    /// something waits for it or `synchronize()` is called, so this stays false until then).
+    [[nodiscard]] static bool query(const Event& event) {
+        if (event.stream < 0) {
+            return true;
+        }
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        return s.engine.reached(event);
+    }
+
     /// Makes `stream`'s next operation wait for `event`; runs nothing.
     static void stream_wait(Stream stream, Event& event) {
         auto& s = state();

@@ -157,6 +157,20 @@ public:
         prune();
     }
 
+    /// True when the work up to `p` has run (nothing runs now); the host then knows what it had
+    /// seen, as after a wait.
+    [[nodiscard]] bool reached(const Point& p) {
+        if (p.stream < 0) {
+            return true;
+        }
+        const auto it = streams_.find(p.stream);
+        if (it != streams_.end() && !it->second.queue.empty() && it->second.queue.front().sequence <= p.sequence) {
+            return false;
+        }
+        merge(host_clock_, p.clock);
+        return true;
+    }
+
     /// `stream`'s next operation runs after `p`; nothing runs now.
     void stream_wait(int stream, const Point& p) {
         if (p.stream < 0 || p.stream == stream) {
