@@ -437,3 +437,23 @@ TEST_CASE("a registration that fails leaves the buffer as it was", "[memory][sim
     CHECK_FALSE(b.host_borrowed());
     CHECK_FALSE(SimulatedDevice::registered(user.data()));
 }
+
+TEST_CASE("queued_work_touches sees the ranges queued work reads or writes until it has run",
+          "[memory][simulated][async]") {
+    SimulatedDevice::Scope scope({});
+    const auto stream = SimulatedDevice::create_stream();
+    Bytes host = pattern(5);
+    void* device = SimulatedDevice::allocate(n);
+    auto* d = static_cast<unsigned char*>(device);
+    SimulatedDevice::copy_async(device, host.data(), n / 2, syncblob::CopyKind::host_to_device, stream);
+    CHECK(SimulatedDevice::queued_work_touches(host.data(), 1));                    // read by the copy
+    CHECK(SimulatedDevice::queued_work_touches(d + n / 2 - 1, 1));                  // written by it
+    CHECK_FALSE(SimulatedDevice::queued_work_touches(host.data() + n / 2, n / 2));  // past its end
+    CHECK_FALSE(SimulatedDevice::queued_work_touches(d + n / 2, n / 2));
+    CHECK_FALSE(SimulatedDevice::queued_work_touches(host.data(), 0));
+    SimulatedDevice::synchronize();
+    CHECK_FALSE(SimulatedDevice::queued_work_touches(host.data(), n));
+    CHECK_FALSE(SimulatedDevice::queued_work_touches(device, n));
+    SimulatedDevice::deallocate(device, n);
+    CHECK(SimulatedDevice::faults().empty());
+}

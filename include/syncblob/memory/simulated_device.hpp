@@ -286,6 +286,14 @@ public:
         return s.engine.queued();
     }
 
+    /// True when queued work that has not run yet reads or writes any of the `bytes` bytes at `p`
+    /// (host or device memory): such memory must not be freed, reused or overwritten yet.
+    [[nodiscard]] static bool queued_work_touches(const void* p, std::size_t bytes) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        return s.engine.queued_touches(Range{p, bytes});
+    }
+
     /// The misuse seen since the innermost `Scope` began, in order (empty when there was none).
     [[nodiscard]] static std::vector<std::string> faults() {
         auto& s = state();

@@ -229,6 +229,18 @@ public:
         blocks_.erase(p);
     }
 
+    /// True when an operation queued and not yet run (nor cancelled) reads or writes any of `r`.
+    [[nodiscard]] bool queued_touches(const Range& r) const {
+        for (const auto& [id, s] : streams_) {
+            for (const auto& op : s.queue) {
+                if (op.body && (touches(op.reads, r) || touches(op.writes, r))) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
     /// The device a pointer's block belongs to, or -1 when it is not a device block.
     [[nodiscard]] int device_of(const void* p) const {
         const Block* b = find_block(Range{p, 1});
