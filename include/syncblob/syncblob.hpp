@@ -15,6 +15,8 @@
 #include "memory/device_backend.hpp"
 #include "memory/host_allocator.hpp"
 #include "memory/no_device.hpp"
+#include "memory/pinned_pool.hpp"
+#include "memory/pool_stats.hpp"
 #include "memory/simulated_device.hpp"
 #include "memory/synced_buffer.hpp"
 #include "memory/transfer_stats.hpp"
