@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <tuple>
@@ -369,4 +370,36 @@ TEST_CASE("borrowed host memory registered with the driver while a GPU blob uses
     }
     CHECK(cudaHostGetFlags(&flags, user.data()) != cudaSuccess);  // unregistered with the blob
     (void)cudaGetLastError();
+}
+
+TEST_CASE("cuda::PinnedPool hands a block out again only after the copy that reads it has run",
+          "[cuda][pinned_pool][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    using Pool = syncblob::cuda::PinnedPool;
+    constexpr std::size_t bytes = std::size_t{32} << 20;
+    const syncblob::cuda::Stream copies;
+    void* device = Device::allocate(bytes);
+    const syncblob::HostBlock old_block = Pool::allocate(bytes);
+    CHECK(old_block.kind == syncblob::cuda::PinnedAllocator::pinned);
+    std::memset(old_block.data, 0x11, bytes);
+    delay(copies, 50);  // the copy below runs in about 50 ms, long after the host goes on
+    REQUIRE(cudaMemcpyAsync(device, old_block.data, bytes, cudaMemcpyHostToDevice, copies) == cudaSuccess);
+    Pool::deallocate(old_block, copies);
+
+    const syncblob::HostBlock new_block = Pool::allocate(bytes);  // the same class; the cached block is busy
+    CHECK(new_block.data != old_block.data);
+    std::memset(new_block.data, 0x22, bytes);  // the new owner writes its block
+
+    REQUIRE(cudaStreamSynchronize(copies) == cudaSuccess);
+    std::vector<unsigned char> delivered(bytes);
+    REQUIRE(cudaMemcpy(delivered.data(), device, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(std::count(delivered.begin(), delivered.end(), static_cast<unsigned char>(0x11)) ==
+          static_cast<std::ptrdiff_t>(bytes));
+
+    const syncblob::HostBlock again = Pool::allocate(bytes);  // its event is reached now
+    CHECK(again.data == old_block.data);
+    Pool::deallocate(new_block);
+    Pool::deallocate(again);
+    Device::deallocate(device, bytes);
+    (void)Pool::empty_cache();
 }

@@ -292,3 +292,47 @@ TEST_CASE("A cuda blob's stream is the legacy default stream, named explicitly",
     CHECK(b.diff_buffer()->stream() == cudaStreamLegacy);
     CHECK(syncblob::cuda::Device::default_stream() == cudaStreamLegacy);
 }
+
+TEST_CASE("cuda::PinnedPool without a driver: pageable blocks cached and reused; a stream free abandons the block",
+          "[cuda][pinned_pool][no-device]") {
+    if (!syncblob::cuda::no_device_reason()) {
+        std::cout << "skipped: a CUDA device is present; this test checks machines without one" << std::endl;
+        return;
+    }
+    using Pool = syncblob::cuda::PinnedPool;
+    (void)Pool::empty_cache();
+    const auto start = Pool::stats();
+    const syncblob::HostBlock a = Pool::allocate(1000);
+    CHECK(a.kind == PinnedAllocator::pageable);
+    Pool::deallocate(a);
+    const syncblob::HostBlock b = Pool::allocate(900);  // the same 1 KiB class
+    CHECK(b.data == a.data);
+    CHECK(Pool::stats().cache_hits == start.cache_hits + 1);
+    // No event can be recorded without a driver: the block cannot be proven free, so it is never reused.
+    const auto abandoned = Pool::abandoned_blocks();
+    Pool::deallocate(b, syncblob::cuda::Device::default_stream());
+    CHECK(Pool::abandoned_blocks() == abandoned + 1);
+    const auto s = Pool::stats();
+    CHECK(s.in_use_bytes == start.in_use_bytes);
+    CHECK(s.reserved_bytes == start.reserved_bytes);
+    const syncblob::HostBlock c = Pool::allocate(1000);
+    CHECK(c.data != a.data);  // a new block
+    CHECK(Pool::stats().in_use_bytes == start.in_use_bytes + 1024);
+    Pool::deallocate(c);
+}
+
+TEST_CASE("a cuda::PooledHostAllocator blob takes its host block from cuda::PinnedPool and gives it back",
+          "[cuda][pinned_pool][blob]") {
+    using Pool = syncblob::cuda::PinnedPool;
+    const auto start = Pool::stats();
+    const void* first = nullptr;
+    {
+        syncblob::Blob<float, syncblob::cuda::PooledHostAllocator> blob({300});
+        first = blob.mutable_host_data().data();
+        CHECK(Pool::stats().in_use_bytes == start.in_use_bytes + 1536);  // 1200 bytes, class 1536
+    }
+    CHECK(Pool::stats().in_use_bytes == start.in_use_bytes);
+    syncblob::Blob<float, syncblob::cuda::PooledHostAllocator> again({300});
+    CHECK(again.host_data().data() == first);
+    CHECK(Pool::stats().cache_hits == start.cache_hits + 1);
+}

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "../memory/allocator.hpp"
+#include "../memory/pinned_pool.hpp"
 #include "device.hpp"
 #include "error.hpp"
 
@@ -92,6 +93,21 @@ struct Allocator {
 };
 
 static_assert(SyncedAllocator<Allocator>);
+
+/// A caching pool of pinned host blocks (`PinnedAllocator` upstream), reuse gated on CUDA events:
+/// see `syncblob::PinnedPool` and docs/allocators.md.
+using PinnedPool = syncblob::PinnedPool<PinnedAllocator, Device>;
+
+static_assert(StreamAwareHostAllocator<PinnedPool, Device>);
+
+/// Pooled pinned host memory and a CUDA device: `Blob<float, cuda::PooledHostAllocator>` allocates
+/// its host side from `cuda::PinnedPool`.
+struct PooledHostAllocator {
+    using host_allocator = PinnedPool;
+    using device_backend = Device;
+};
+
+static_assert(SyncedAllocator<PooledHostAllocator>);
 
 }  // namespace cuda
 

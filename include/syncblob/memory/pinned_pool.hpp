@@ -145,8 +145,9 @@ public:
 
     /// Takes a block back after the work issued on `stream` so far (an asynchronous copy from or
     /// into it, say): it is handed out again only once that work is done; the caller does not wait.
-    /// When the device cannot record an event (a failing device), the block cannot be proven free
-    /// and is abandoned: never reused nor freed (see `abandoned_blocks`).
+    /// When the device cannot record an event (no driver, a failed context, no memory for the
+    /// event), the block cannot be proven free: it is abandoned, never reused nor freed, and no
+    /// longer counted in the statistics (see `abandoned_blocks`).
     static void deallocate(HostBlock block, stream_type stream) noexcept { give_back(block.data, &stream); }
 
     /// The block holding `p` is also used by work issued on `stream` so far (besides the stream it
@@ -216,7 +217,7 @@ public:
     [[nodiscard]] static std::uint64_t abandoned_blocks() {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        return s.abandoned;
+        return s.abandoned.size();
     }
 
 private:
@@ -237,7 +238,7 @@ private:
         PoolStats stats{};
         std::size_t cap = std::numeric_limits<std::size_t>::max();
         std::uint64_t foreign_deallocations = 0;
-        std::uint64_t abandoned = 0;
+        List abandoned;  // kept (and reachable) but never reused nor freed
     };
 
     static State& state() {
@@ -303,10 +304,9 @@ private:
             try {
                 add_use(*it, *stream);
             } catch (...) {  // no event, so no way to know when the work is done: never reuse it
-                ++s.abandoned;
                 s.stats.reserved_bytes -= it->size;
                 s.index.erase(found);
-                s.in_use.erase(it);
+                s.abandoned.splice(s.abandoned.end(), s.in_use, it);
                 return;
             }
         }
