@@ -7,6 +7,7 @@
 /// and `empty_cache()`. `StreamAwareHostAllocator`: a host allocator that can take a block back
 /// while device work issued on a stream may still use it.
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -62,7 +63,15 @@ concept StreamAwareHostAllocator = HostAllocator<A> && DeviceBackend<Device> &&
 /// and thread-safe.
 ///
 /// - A request is rounded to its size class (`pinned_pool_size_class`); a freed block is cached and
-///   handed out again for a request of the same class.
+///   handed out again for a request of the same class or, for classes of 2 MiB and more, of a class
+///   at least half as large (the smallest such block is taken): a batch smaller than the last one
+///   reuses its blocks instead of adding blocks of its own.
+/// - The pool keeps at most 1/8 more than the most its blocks in use have ever held: a request no
+///   cached block serves, and whose new block would take `reserved_bytes` past that, first returns
+///   cached blocks whose work is done to `Upstream`, least recently given back first. When the sizes
+///   a program asks for change (batch sizes, sequence lengths), the pool then holds about what the
+///   program needs at its peak, not every size it ever asked for; `stats().system_allocations`
+///   counts what that costs.
 /// - Reuse is gated on device work: `deallocate(block, stream)` records an event on `stream`, and
 ///   `record_use(p, stream)` one on every other stream that uses the block; a cached block is
 ///   handed out again only once `Device::query` says every one of them is reached. So a block an
@@ -83,6 +92,8 @@ public:
     using event_type = typename Device::event_type;
 
     static constexpr std::string_view name = "PinnedPool";
+    /// From this size class on, a request may reuse a cached block of up to twice its class.
+    static constexpr std::size_t large_classes = std::size_t{2} << 20;
 
     /// The size class of a request (see `pinned_pool_size_class`).
     [[nodiscard]] static constexpr std::size_t size_class(std::size_t bytes) { return pinned_pool_size_class(bytes); }
@@ -100,18 +111,10 @@ public:
         const std::size_t size = size_class(bytes);
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        auto& free_list = s.cached[size];  // created here once, so a deallocation never has to allocate it
-        for (auto it = free_list.begin(); it != free_list.end(); ++it) {
-            if (work_done(*it)) {
-                it->uses.clear();
-                it->requested = bytes;
-                it->cached = false;
-                s.in_use.splice(s.in_use.end(), free_list, it);
-                s.stats.cached_bytes -= size;
-                s.stats.in_use_bytes += size;
-                ++s.stats.cache_hits;
-                return hand_out(s, s.in_use.back(), bytes);
-            }
+        (void)s.cached[size];  // the class's list, created once: a deallocation never has to allocate it
+        // The smallest ready block of the class or, from 2 MiB on, of a class up to twice as large.
+        if (take_cached(s, size, size < large_classes ? size : 2 * size, bytes)) {
+            return hand_out(s, s.in_use.back(), bytes);
         }
         make_room(s, size);
         HostBlock fresh = allocate_upstream(s, size);
@@ -190,7 +193,7 @@ public:
     static std::size_t empty_cache() {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        return release_ready(s, std::numeric_limits<std::size_t>::max());
+        return release_all_ready(s);
     }
 
     /// Bounds the bytes the pool holds from `Upstream` (`reserved_bytes`); the default is no bound.
@@ -226,6 +229,7 @@ private:
         std::size_t size = 0;       // the size class
         std::size_t requested = 0;  // what the present owner asked for
         bool cached = false;
+        std::uint64_t given_back = 0;  // when it was last given back (State::given_back), for eviction order
         std::vector<std::pair<stream_type, event_type>> uses;  // one event per stream, the latest
     };
     using List = std::list<Block>;
@@ -237,6 +241,8 @@ private:
         std::map<const void*, typename List::iterator> index;  // every block, by address
         PoolStats stats{};
         std::size_t cap = std::numeric_limits<std::size_t>::max();
+        std::uint64_t given_back = 0;  // deallocations so far
+        std::size_t peak_in_use = 0;   // the most in_use_bytes has been (reset_peaks leaves it)
         std::uint64_t foreign_deallocations = 0;
         List abandoned;  // kept (and reachable) but never reused nor freed
     };
@@ -280,6 +286,7 @@ private:
 
     static HostBlock hand_out(State& s, Block& b, std::size_t bytes) noexcept {
         ++s.stats.requests;
+        s.peak_in_use = std::max(s.peak_in_use, s.stats.in_use_bytes);
         s.stats.requested_bytes += bytes;
         s.stats.peak_requested_bytes = std::max(s.stats.peak_requested_bytes, s.stats.requested_bytes);
         return {b.upstream.data, bytes, b.upstream.kind};
@@ -311,28 +318,64 @@ private:
             }
         }
         it->cached = true;
+        it->given_back = ++s.given_back;
         s.stats.cached_bytes += it->size;
         auto& free_list = s.cached.find(it->size)->second;  // created by allocate
         free_list.splice(free_list.end(), s.in_use, it);
     }
 
-    // Returns cached blocks whose work is done to Upstream until `wanted` bytes are released.
-    static std::size_t release_ready(State& s, std::size_t wanted) {
+    // Returns one cached block to Upstream.
+    static void release(State& s, List& free_list, typename List::iterator block) noexcept {
+        const std::size_t size = block->size;
+        Upstream::deallocate(block->upstream);
+        s.index.erase(block->upstream.data);
+        free_list.erase(block);
+        s.stats.cached_bytes -= size;
+        s.stats.reserved_bytes -= size;
+        ++s.stats.system_frees;
+    }
+
+    // Returns every cached block whose work is done to Upstream.
+    static std::size_t release_all_ready(State& s) {
         std::size_t released = 0;
         for (auto& [size, free_list] : s.cached) {
-            for (auto it = free_list.begin(); it != free_list.end() && released < wanted;) {
-                if (!work_done(*it)) {
-                    ++it;
-                    continue;
+            for (auto it = free_list.begin(); it != free_list.end();) {
+                const auto next = std::next(it);
+                if (work_done(*it)) {
+                    release(s, free_list, it);
+                    released += size;
                 }
-                Upstream::deallocate(it->upstream);
-                s.index.erase(it->upstream.data);
-                it = free_list.erase(it);
-                s.stats.cached_bytes -= size;
-                s.stats.reserved_bytes -= size;
-                ++s.stats.system_frees;
-                released += size;
+                it = next;
             }
+        }
+        return released;
+    }
+
+    // Returns cached blocks whose work is done to Upstream, the least recently given back first,
+    // until at least `wanted` bytes are released (fewer when there are not as many).
+    static std::size_t release_ready(State& s, std::size_t wanted) {
+        struct Candidate {
+            std::uint64_t given_back;
+            List* list;
+            typename List::iterator block;
+        };
+        std::vector<Candidate> ready;
+        for (auto& [size, free_list] : s.cached) {
+            for (auto it = free_list.begin(); it != free_list.end(); ++it) {
+                if (work_done(*it)) {
+                    ready.push_back({it->given_back, &free_list, it});
+                }
+            }
+        }
+        std::sort(ready.begin(), ready.end(),
+                  [](const Candidate& a, const Candidate& b) { return a.given_back < b.given_back; });
+        std::size_t released = 0;
+        for (const auto& c : ready) {
+            if (released >= wanted) {
+                break;
+            }
+            released += c.block->size;
+            release(s, *c.list, c.block);
         }
         return released;
     }
@@ -348,18 +391,49 @@ private:
         return bytes;
     }
 
-    // Under the cap, a new block of `size` bytes fits once cached blocks are returned; else throws
-    // before anything changes.
+    // Hands out the smallest ready cached block of a class in [smallest, largest], if any.
+    static bool take_cached(State& s, std::size_t smallest, std::size_t largest, std::size_t bytes) {
+        for (auto cls = s.cached.lower_bound(smallest); cls != s.cached.end() && cls->first <= largest; ++cls) {
+            auto& free_list = cls->second;
+            for (auto it = free_list.begin(); it != free_list.end(); ++it) {
+                if (work_done(*it)) {
+                    it->uses.clear();
+                    it->requested = bytes;
+                    it->cached = false;
+                    s.in_use.splice(s.in_use.end(), free_list, it);
+                    s.stats.cached_bytes -= cls->first;
+                    s.stats.in_use_bytes += cls->first;
+                    ++s.stats.cache_hits;
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    // What the pool keeps from Upstream when a new block of `size` bytes is wanted: 1/8 more than
+    // the most its blocks in use have ever held (this one included).
+    static std::size_t keep_limit(const State& s, std::size_t size) noexcept {
+        const std::size_t need = std::max(s.peak_in_use, s.stats.in_use_bytes + size);
+        return need + need / 8;
+    }
+
+    // Makes room for a new block of `size` bytes. Under the cap it must fit once cached blocks whose
+    // work is done are returned, else this throws before anything changes. Under keep_limit it
+    // should: ready cached blocks are returned rather than let reserved_bytes grow past it.
     static void make_room(State& s, std::size_t size) {
         const std::size_t reserved = s.stats.reserved_bytes;
-        if (size <= s.cap && reserved <= s.cap - size) {
-            return;
+        if (size > s.cap || reserved > s.cap - size) {
+            const std::size_t excess = reserved + size - s.cap;
+            if (size > s.cap || ready_bytes(s) < excess) {
+                throw std::bad_alloc();
+            }
+            (void)release_ready(s, excess);
         }
-        const std::size_t excess = reserved + size - s.cap;  // size <= cap here only when reserved > cap - size
-        if (size > s.cap || ready_bytes(s) < excess) {
-            throw std::bad_alloc();
+        const std::size_t keep = keep_limit(s, size);
+        if (s.stats.reserved_bytes + size > keep) {
+            (void)release_ready(s, s.stats.reserved_bytes + size - keep);
         }
-        (void)release_ready(s, excess);
     }
 
     // A new block from Upstream; when it fails, once more after returning the ready cached blocks.
@@ -367,7 +441,7 @@ private:
         try {
             return Upstream::allocate(size);
         } catch (const std::bad_alloc&) {
-            if (release_ready(s, std::numeric_limits<std::size_t>::max()) == 0) {
+            if (release_all_ready(s) == 0) {
                 throw;
             }
         }
