@@ -66,19 +66,14 @@ concept StreamAwareHostAllocator = HostAllocator<A> && DeviceBackend<Device> &&
 ///   handed out again for a request of the same class or, for classes of 2 MiB and more, of a class
 ///   at least half as large (the smallest such block is taken): a batch smaller than the last one
 ///   reuses its blocks instead of adding blocks of its own.
-/// - The pool keeps at most 1/8 more than the most its blocks in use have ever held: a request no
-///   cached block serves, and whose new block would take `reserved_bytes` past that, first returns
-///   cached blocks whose work is done to `Upstream`, least recently given back first. When the sizes
-///   a program asks for change (batch sizes, sequence lengths), the pool then holds about what the
-///   program needs at its peak, not every size it ever asked for; `stats().system_allocations`
-///   counts what that costs.
 /// - Reuse is gated on device work: `deallocate(block, stream)` records an event on `stream`, and
 ///   `record_use(p, stream)` one on every other stream that uses the block; a cached block is
 ///   handed out again only once `Device::query` says every one of them is reached. So a block an
 ///   asynchronous copy still reads is never given to a new owner who would overwrite it.
 /// - `set_cap(bytes)` bounds the bytes held from `Upstream`: an allocation that would exceed it first
-///   returns cached blocks whose work is done to `Upstream`; if that cannot make room it throws
-///   `std::bad_alloc` and changes nothing. `empty_cache()` returns every cached block whose work is done.
+///   returns cached blocks whose work is done to `Upstream` (least recently given back first); if
+///   that cannot make room it throws `std::bad_alloc` and changes nothing. Otherwise the pool keeps
+///   what it caches until `empty_cache()`, which returns every cached block whose work is done.
 /// - A block keeps the `HostBlock` `Upstream` gave (its `kind`) and goes back to `Upstream` as it is.
 /// - Deallocating memory the pool did not hand out (or a block twice) is ignored and counted in
 ///   `foreign_deallocations()`: `deallocate` is noexcept, and handing such memory to `Upstream`
@@ -242,7 +237,6 @@ private:
         PoolStats stats{};
         std::size_t cap = std::numeric_limits<std::size_t>::max();
         std::uint64_t given_back = 0;  // deallocations so far
-        std::size_t peak_in_use = 0;   // the most in_use_bytes has been (reset_peaks leaves it)
         std::uint64_t foreign_deallocations = 0;
         List abandoned;  // kept (and reachable) but never reused nor freed
     };
@@ -286,7 +280,6 @@ private:
 
     static HostBlock hand_out(State& s, Block& b, std::size_t bytes) noexcept {
         ++s.stats.requests;
-        s.peak_in_use = std::max(s.peak_in_use, s.stats.in_use_bytes);
         s.stats.requested_bytes += bytes;
         s.stats.peak_requested_bytes = std::max(s.stats.peak_requested_bytes, s.stats.requested_bytes);
         return {b.upstream.data, bytes, b.upstream.kind};
@@ -411,29 +404,18 @@ private:
         return false;
     }
 
-    // What the pool keeps from Upstream when a new block of `size` bytes is wanted: 1/8 more than
-    // the most its blocks in use have ever held (this one included).
-    static std::size_t keep_limit(const State& s, std::size_t size) noexcept {
-        const std::size_t need = std::max(s.peak_in_use, s.stats.in_use_bytes + size);
-        return need + need / 8;
-    }
-
-    // Makes room for a new block of `size` bytes. Under the cap it must fit once cached blocks whose
-    // work is done are returned, else this throws before anything changes. Under keep_limit it
-    // should: ready cached blocks are returned rather than let reserved_bytes grow past it.
+    // Under the cap, a new block of `size` bytes must fit once cached blocks whose work is done are
+    // returned (least recently given back first); else this throws before anything changes.
     static void make_room(State& s, std::size_t size) {
         const std::size_t reserved = s.stats.reserved_bytes;
-        if (size > s.cap || reserved > s.cap - size) {
-            const std::size_t excess = reserved + size - s.cap;
-            if (size > s.cap || ready_bytes(s) < excess) {
-                throw std::bad_alloc();
-            }
-            (void)release_ready(s, excess);
+        if (size <= s.cap && reserved <= s.cap - size) {
+            return;
         }
-        const std::size_t keep = keep_limit(s, size);
-        if (s.stats.reserved_bytes + size > keep) {
-            (void)release_ready(s, s.stats.reserved_bytes + size - keep);
+        const std::size_t excess = reserved + size - s.cap;
+        if (size > s.cap || ready_bytes(s) < excess) {
+            throw std::bad_alloc();
         }
+        (void)release_ready(s, excess);
     }
 
     // A new block from Upstream; when it fails, once more after returning the ready cached blocks.
