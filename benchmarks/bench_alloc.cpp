@@ -108,41 +108,38 @@ struct LockedUpstream {
 
 using LockedPool = PinnedPool<LockedUpstream, NoDevice>;
 
-void BM_pairs_new_delete(benchmark::State& state) {
+/// `operator new` / `operator delete`, as a host allocator.
+struct NewDelete {
+    static constexpr std::string_view name = "bench::NewDelete";
+    [[nodiscard]] static HostBlock allocate(std::size_t bytes) { return {::operator new(bytes), bytes, 0}; }
+    static void deallocate(HostBlock block) noexcept { ::operator delete(block.data); }
+};
+
+/// One pass over the size mix per iteration: allocate, write once per page, free.
+template <HostAllocator A>
+void run_pairs(benchmark::State& state) {
     for (auto _ : state) {
         for (const std::size_t bytes : size_mix()) {
-            void* p = ::operator new(bytes);
-            touch(p, bytes);
-            benchmark::DoNotOptimize(p);
-            ::operator delete(p);
+            const HostBlock b = A::allocate(bytes);
+            touch(b.data, bytes);
+            benchmark::DoNotOptimize(b.data);
+            A::deallocate(b);
         }
     }
     state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size_mix().size()));
 }
 
+void BM_pairs_new_delete(benchmark::State& state) {
+    run_pairs<NewDelete>(state);
+}
+
 void BM_pairs_uncached_pinned(benchmark::State& state) {
-    for (auto _ : state) {
-        for (const std::size_t bytes : size_mix()) {
-            const HostBlock b = LockedUpstream::allocate(bytes);
-            touch(b.data, bytes);
-            benchmark::DoNotOptimize(b.data);
-            LockedUpstream::deallocate(b);
-        }
-    }
-    state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size_mix().size()));
+    run_pairs<LockedUpstream>(state);
     state.SetLabel(LockedUpstream::locking_refused() ? "mmap+touch (mlock refused)" : "mmap+mlock");
 }
 
 void BM_pairs_pinned_pool(benchmark::State& state) {
-    for (auto _ : state) {
-        for (const std::size_t bytes : size_mix()) {
-            const HostBlock b = LockedPool::allocate(bytes);
-            touch(b.data, bytes);
-            benchmark::DoNotOptimize(b.data);
-            LockedPool::deallocate(b);
-        }
-    }
-    state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(size_mix().size()));
+    run_pairs<LockedPool>(state);
     const PoolStats s = LockedPool::stats();
     state.counters["hit_rate"] = static_cast<double>(s.cache_hits) / static_cast<double>(s.requests);
     state.counters["reserved_MiB"] = static_cast<double>(s.reserved_bytes) / MiB;
@@ -205,11 +202,7 @@ std::vector<Event> training_trace(bool varying_batches) {
 /// An upstream that hands out untouched memory (the trace measures bytes, not speed); one per
 /// trace, so each runs on a fresh pool.
 template <int Trace>
-struct TraceUpstream {
-    static constexpr std::string_view name = "bench::TraceUpstream";
-    [[nodiscard]] static HostBlock allocate(std::size_t bytes) { return {::operator new(bytes), bytes, 0}; }
-    static void deallocate(HostBlock block) noexcept { ::operator delete(block.data); }
-};
+struct TraceUpstream : NewDelete {};
 
 /// The power-of-two caching pool users complain about: sizes round up to a power of two (512 B at
 /// least), freed blocks are cached per size and never returned.

@@ -12,8 +12,9 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-/// A snapshot of a caching pool. Bytes are counted at the size the pool rounds a request to,
-/// except `requested_bytes`, which counts what callers asked for.
+/// A snapshot of a caching pool. Bytes are counted at the size of the blocks the pool holds (the
+/// size a request is rounded to, or a larger block that served it), except `requested_bytes`,
+/// which counts what callers asked for.
 struct PoolStats {
     std::size_t in_use_bytes = 0;          ///< handed out and not yet given back
     std::size_t requested_bytes = 0;       ///< what the callers of the blocks in use asked for
