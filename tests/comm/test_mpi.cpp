@@ -324,6 +324,31 @@ TEST_CASE("mpi: runs over the count limit are split (INT_MAX in production, lowe
     CHECK(std::ranges::all_of(arena[2].host_data(), [](float x) { return x == 5.0f; }));
 }
 
+TEST_CASE("mpi::allreduce_diff in pieces that cut across blobs gives the serial reference exactly", "[mpi]") {
+    ParameterArena<double> arena;
+    add_model(arena);  // 512 doubles with padding (4096 bytes)
+    arena.seal();
+    REQUIRE(arena.bytes() / sizeof(double) == 512);
+    const Reduce reduce = GENERATE(Reduce::sum, Reduce::mean);
+    for (const std::size_t piece_bytes : {std::size_t{1000}, std::size_t{8}, std::size_t{4096}, std::size_t{0}}) {
+        INFO("piece_bytes " << piece_bytes);
+        fill_diffs_on_host(arena);
+        // 1000 bytes are 125 doubles: 5 calls, the last of 12; 8 bytes one double per call.
+        const std::uint64_t expected = piece_bytes == 1000 ? 5 : piece_bytes == 8 ? 512 : 1;
+        CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = piece_bytes}).calls == expected);
+        for (std::size_t b = 0; b < arena.size(); ++b) {
+            CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
+        }
+    }
+    // Pieces and the count limit together: each piece is split again.
+    mpi::detail::ScopedMaxCount limit(100);
+    fill_diffs_on_host(arena);
+    CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = 1000}).calls == 4 * 2 + 1);
+    for (std::size_t b = 0; b < arena.size(); ++b) {
+        CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
+    }
+}
+
 TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank, before any data moves", "[mpi]") {
     const int odd_rank = ranks() > 1 ? 1 : 0;
     const auto expect_refused = [&](auto& arena, const std::string& fragment, auto call) {
@@ -401,6 +426,11 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
         });
         expect_refused(arena, "disagree on the call's arguments", [&] {
             (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, rank() == odd_rank ? 512u : 1024u);
+        });
+        expect_refused(arena, "disagree on the call's arguments", [&] {
+            mpi::Options options;
+            options.piece_bytes = rank() == odd_rank ? 512 : 1024;
+            mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, options);
         });
     }
 }

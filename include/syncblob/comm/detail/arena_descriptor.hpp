@@ -114,7 +114,7 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
             what = "the ranks disagree on the call: rank 0 calls " + std::string(operation_name(r0.operation)) + ", " +
                    who + " calls " + std::string(operation_name(d.operation));
         } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket) {
-            what = "the ranks disagree on the call's arguments (reduction, root or bucket sizes): rank 0 passes " +
+            what = "the ranks disagree on the call's arguments (reduction, root, bucket or piece sizes): rank 0 passes " +
                    std::to_string(r0.argument) + " / " + std::to_string(r0.first_bucket) + " / " +
                    std::to_string(r0.bucket) + ", " + who + " passes " + std::to_string(d.argument) + " / " +
                    std::to_string(d.first_bucket) + " / " + std::to_string(d.bucket);
