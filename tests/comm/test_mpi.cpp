@@ -435,6 +435,59 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
     }
 }
 
+TEST_CASE("mpi: a rank that fails before communicating makes every rank throw, not hang", "[mpi]") {
+    const int odd_rank = ranks() > 1 ? 1 : 0;
+    const bool failing = rank() == odd_rank;
+    // The failing rank's first copy fails: the staging copy D->H of a device-fresh blob (allreduce),
+    // or of the root's device-fresh data (broadcast from that rank).
+    SimulatedDevice::Scope scope(SimulatedDevice::Settings{});
+    ParameterArena<float, Simulated> arena;
+    add_model(arena);
+    arena.seal();
+    fill_diffs_on_host(arena);
+    const auto outcome = [&](auto call) {
+        std::string message;
+        try {
+            SimulatedDevice::Scope fail({.fail_copy = failing ? 1u : 0u});
+            call();
+        } catch (const syncblob::DeviceError& e) {
+            message = std::string("DeviceError: ") + e.what();
+        } catch (const syncblob::StateError& e) {
+            message = std::string("StateError: ") + e.what();
+        }
+        INFO("rank " << rank() << ": " << message);
+        if (failing) {
+            CHECK_THAT(message, Catch::StartsWith("DeviceError: ") && Catch::Contains("fail_copy"));
+        } else {
+            CHECK_THAT(message, Catch::StartsWith("StateError: ") &&
+                                    Catch::Contains("rank " + std::to_string(odd_rank) + " failed before") &&
+                                    Catch::Contains("nothing was sent"));
+        }
+        CHECK(everywhere(!message.empty()));
+    };
+
+    SECTION("allreduce_diff, staging a device-fresh diff") {
+        std::vector<float> device(static_cast<std::size_t>(arena[2].count()), 3.0f);
+        syncblob_test::write_device<SimulatedDevice>(arena[2].mutable_device_diff(), device.data(),
+                                                     device.size() * sizeof(float));
+        outcome([&] { mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, {.device_aware = false}); });
+        // Every rank's host-fresh diffs are as they were: nothing was reduced anywhere.
+        CHECK(matches_reference<float>(arena[0].host_diff(), 0, Reduce::sum) == (ranks() == 1));
+        fill_diffs_on_host(arena);
+        mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum);  // and the next call works everywhere
+        CHECK(matches_reference<float>(arena[2].host_diff(), 2, Reduce::sum));
+    }
+    SECTION("broadcast_data, the root staging its device-fresh data") {
+        std::vector<float> device(static_cast<std::size_t>(arena[2].count()), 3.0f);
+        syncblob_test::write_device<SimulatedDevice>(arena[2].mutable_device_data(), device.data(),
+                                                     device.size() * sizeof(float));
+        outcome([&] { mpi::broadcast_data(arena, MPI_COMM_WORLD, odd_rank, {.device_aware = false}); });
+        // No rank's data was given up for the broadcast that did not happen.
+        CHECK(arena[2].host_data()[0] == 3.0f);
+        CHECK(arena[0].host_data()[0] == 0.0f);
+    }
+}
+
 TEST_CASE("mpi: a failing MPI call is a CommError with the call and MPI's message", "[mpi]") {
     mpi::detail::ErrorsReturn errors(MPI_COMM_WORLD, "test");
     int x = 0;

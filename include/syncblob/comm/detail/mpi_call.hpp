@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -124,12 +125,16 @@ std::uint64_t in_pieces(std::size_t elements, Fn fn) {
 }
 
 /// Gathers every rank's descriptor of the arena and the call; throws the same StateError on every
-/// rank when any differs, or when any rank's arena is unusable. Nothing has moved yet.
+/// rank when any differs, or when any rank's arena is unusable. Then, when some rank's own
+/// preparation failed (`local_failure`, caught by the caller before this call), that rank rethrows
+/// its exception and every other rank throws a StateError naming it. Nothing has been sent yet.
 template <Element T, SyncedAllocator A>
 void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, syncblob::detail::CommOperation what,
-           std::uint64_t argument, std::uint64_t first_bucket = 0, std::uint64_t bucket = 0) {
+           std::uint64_t argument, std::uint64_t first_bucket = 0, std::uint64_t bucket = 0,
+           const std::exception_ptr& local_failure = nullptr) {
     std::string problem;
-    const auto mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    auto mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    mine.failed = local_failure ? 1 : 0;
     int size = 0;
     int rank = 0;
     check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");
@@ -137,10 +142,36 @@ void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     std::vector<syncblob::detail::ArenaDescriptor> all(static_cast<std::size_t>(size));
     constexpr int bytes = static_cast<int>(sizeof(syncblob::detail::ArenaDescriptor));
     check(MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm), op, "MPI_Allgather");
-    const std::string message = syncblob::detail::disagreement(all, op, rank, problem);
+    std::string message = syncblob::detail::disagreement(all, op, rank, problem);
+    for (std::size_t r = 0; r < all.size() && message.empty(); ++r) {
+        if (all[r].failed != 0) {
+            if (local_failure) {
+                std::rethrow_exception(local_failure);  // this rank's own error, with its own type
+            }
+            message = std::string(op) + ": rank " + std::to_string(r) +
+                      " failed before communicating (its own exception says why); nothing was sent";
+        }
+    }
     if (!message.empty()) {
         throw StateError(message);
     }
+}
+
+/// Runs `prepare` (this rank's local work before a collective: staging copies, waiting for a
+/// stream) when the arena is usable, and returns what it threw instead of throwing it, for `agree`.
+template <Element T, SyncedAllocator A, class Fn>
+std::exception_ptr prepare(const ParameterArena<T, A>& arena, std::string_view op, Fn fn) {
+    try {
+        arena.check(op);
+    } catch (const StateError&) {
+        return nullptr;  // agree reports it, on every rank
+    }
+    try {
+        fn();
+    } catch (...) {
+        return std::current_exception();
+    }
+    return nullptr;
 }
 
 /// True when the MPI library reads and writes device memory itself: `SYNCBLOB_MPI_DEVICE_AWARE=1`
