@@ -340,6 +340,22 @@ TEST_CASE("mpi::allreduce_diff in pieces that cut across blobs gives the serial 
             CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
         }
     }
+    // The bucketed form starts one request per piece of each bucket.
+    fill_diffs_on_host(arena);
+    mpi::Options options;
+    options.piece_bytes = 1000;
+    auto pending = mpi::iallreduce_diff(arena, MPI_COMM_WORLD, reduce, 2048, options);
+    const auto bucketed = pending.wait();
+    std::uint64_t expected_requests = 0;
+    for (const auto& bucket : pending.buckets()) {
+        expected_requests += (bucket.bytes / sizeof(double) + 124) / 125;
+    }
+    CHECK(pending.buckets().size() > 1);
+    CHECK(bucketed.calls == expected_requests);
+    CHECK(bucketed.calls > pending.buckets().size());
+    for (std::size_t b = 0; b < arena.size(); ++b) {
+        CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
+    }
     // Pieces and the count limit together: each piece is split again.
     mpi::detail::ScopedMaxCount limit(100);
     fill_diffs_on_host(arena);
@@ -431,6 +447,11 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
             mpi::Options options;
             options.piece_bytes = rank() == odd_rank ? 512 : 1024;
             mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, options);
+        });
+        expect_refused(arena, "disagree on the call's arguments", [&] {
+            mpi::Options options;
+            options.piece_bytes = rank() == odd_rank ? 512 : 1024;
+            (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, 1024, options);
         });
     }
 }

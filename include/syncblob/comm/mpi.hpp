@@ -43,9 +43,9 @@ struct Options {
     std::optional<bool> device_aware{};
     /// `allreduce_diff` reduces the arena in consecutive pieces of this many bytes (whole elements;
     /// 0: one call per `INT_MAX` elements), each averaged right after its reduction while it is
-    /// still in cache. Pieces of a few MiB also keep Open MPI's shared-memory transport in cache:
-    /// on 2 ranks here a 256 MiB arena reduces 2.5–3× faster in 4 MiB pieces than in one call (see
-    /// docs/scaling-out.md). Every rank must pass the same value (checked with the arena).
+    /// still in cache; the bucketed form starts one request per piece of each bucket. Pieces of a few MiB also keep
+    /// Open MPI's shared-memory transport in cache: on 2 ranks here a 256 MiB arena reduces 2.5–3× faster in 4 MiB
+    /// pieces than in one call (see docs/scaling-out.md). Every rank must pass the same value (checked with the arena).
     std::size_t piece_bytes = std::size_t{4} << 20;
 };
 
@@ -150,7 +150,7 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
         staged = detail::device_only(diff.buffers(), 0, diff.buffers().size());
         p = diff.mutable_host_data().data();
     });
-    detail::agree(arena, comm, op, syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0,
+    detail::agree(arena, comm, op, syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
                   options.piece_bytes, failure);
     // Reduces in pieces; a mean scales each piece right after its reduction, while it is in cache.
     const bool average = reduce == Reduce::mean && !stats.on_device;
@@ -217,7 +217,7 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
         }
     });
     detail::agree(arena, comm, op, syncblob::detail::CommOperation::broadcast, static_cast<std::uint64_t>(root), 0, 0,
-                  failure);
+                  0, failure);
     stats.on_device = device;
     if (rank != root) {
         auto& data = *view;
@@ -255,7 +255,7 @@ public:
         : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
         detail::ErrorsReturn errors(comm, op);
         detail::agree(arena, comm, op, syncblob::detail::CommOperation::bucketed_allreduce,
-                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes);
+                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes, options.piece_bytes);
         ranks_ = detail::comm_size(comm, op);
         plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
         staged_.resize(plan_.buckets().size());
@@ -369,13 +369,19 @@ private:
         }
         on_host_[b] = !device;
         p += bucket.offset / sizeof(T);
-        stats_.calls += detail::in_pieces(bucket.bytes / sizeof(T), [&](std::size_t first, int count) {
-            MPI_Request request = MPI_REQUEST_NULL;
-            detail::check(
-                MPI_Iallreduce(MPI_IN_PLACE, p + first, count, detail::datatype<T>(), MPI_SUM, comm_, &request), op,
-                "MPI_Iallreduce");
-            requests_.push_back(request);
-        });
+        // One request per piece (Options::piece_bytes), as allreduce_diff reduces.
+        const std::size_t n = bucket.bytes / sizeof(T);
+        const std::size_t piece =
+            options_.piece_bytes == 0 ? n : std::max<std::size_t>(options_.piece_bytes / sizeof(T), 1);
+        for (std::size_t start = 0; start < n; start += piece) {
+            stats_.calls += detail::in_pieces(std::min(piece, n - start), [&](std::size_t first, int count) {
+                MPI_Request request = MPI_REQUEST_NULL;
+                detail::check(MPI_Iallreduce(MPI_IN_PLACE, p + start + first, count, detail::datatype<T>(), MPI_SUM,
+                                             comm_, &request),
+                              op, "MPI_Iallreduce");
+                requests_.push_back(request);
+            });
+        }
     }
 
     // Waits for what was started, ignoring errors (a destructor cannot report them).

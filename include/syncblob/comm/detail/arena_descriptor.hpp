@@ -32,6 +32,7 @@ struct ArenaDescriptor {
     std::uint64_t argument = 0;   ///< its argument (the reduction, the root)
     std::uint64_t first_bucket = 0;
     std::uint64_t bucket = 0;
+    std::uint64_t piece = 0;   ///< the piece size of an MPI all-reduce (Options::piece_bytes)
     std::uint64_t failed = 0;  ///< 1 when this rank's own preparation (a staging copy) failed
     char dtype[8] = {};
 };
@@ -114,12 +115,16 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
         } else if (d.operation != r0.operation) {
             what = "the ranks disagree on the call: rank 0 calls " + std::string(operation_name(r0.operation)) + ", " +
                    who + " calls " + std::string(operation_name(d.operation));
-        } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket) {
+        } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket ||
+                   d.piece != r0.piece) {
+            const auto arguments = [](const ArenaDescriptor& x) {
+                return std::to_string(x.argument) + " / " + std::to_string(x.first_bucket) + " / " +
+                       std::to_string(x.bucket) + " / " + std::to_string(x.piece);
+            };
             what =
-                "the ranks disagree on the call's arguments (reduction, root, bucket or piece sizes): rank 0 passes " +
-                std::to_string(r0.argument) + " / " + std::to_string(r0.first_bucket) + " / " +
-                std::to_string(r0.bucket) + ", " + who + " passes " + std::to_string(d.argument) + " / " +
-                std::to_string(d.first_bucket) + " / " + std::to_string(d.bucket);
+                "the ranks disagree on the call's arguments (reduction or root / first bucket / bucket / piece "
+                "bytes): rank 0 passes " +
+                arguments(r0) + ", " + who + " passes " + arguments(d);
         }
     }
     if (what.empty()) {

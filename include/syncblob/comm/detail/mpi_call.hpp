@@ -130,10 +130,11 @@ std::uint64_t in_pieces(std::size_t elements, Fn fn) {
 /// its exception and every other rank throws a StateError naming it. Nothing has been sent yet.
 template <Element T, SyncedAllocator A>
 void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, syncblob::detail::CommOperation what,
-           std::uint64_t argument, std::uint64_t first_bucket = 0, std::uint64_t bucket = 0,
+           std::uint64_t argument, std::uint64_t first_bucket, std::uint64_t bucket, std::uint64_t piece,
            const std::exception_ptr& local_failure = nullptr) {
     std::string problem;
     auto mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    mine.piece = piece;
     mine.failed = local_failure ? 1 : 0;
     int size = 0;
     int rank = 0;
