@@ -134,7 +134,7 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
     // What this rank does on its own (the staging copy, waiting for its stream) comes before the
     // agreement, so that a failure here reaches every rank as an exception instead of leaving the
     // others waiting in the collective.
-    const auto failure = detail::prepare(arena, op, [&] {
+    const auto failure = syncblob::detail::prepare(arena, op, [&] {
         auto& diff = view.emplace(arena.diff_buffer());
         n = diff.elements();
         stats.bytes = diff.bytes();
@@ -198,7 +198,7 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
     // a refused call leaves their data as it was.
     bool device = false;
     std::optional<ArenaBuffer<T, A>> view;  // outlives the preparation: `p` points into it
-    const auto failure = detail::prepare(arena, op, [&] {
+    const auto failure = syncblob::detail::prepare(arena, op, [&] {
         auto& data = view.emplace(arena.data_buffer());
         n = data.elements();
         stats.bytes = data.bytes();

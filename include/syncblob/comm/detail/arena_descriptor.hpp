@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <string>
 #include <string_view>
@@ -135,6 +136,43 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
         message += " (on this rank, " + std::to_string(rank) + ": " + problem + ")";
     }
     return message;
+}
+
+/// After the descriptors are gathered: throws the same StateError on every rank when they
+/// disagree; otherwise, when some rank's own preparation failed (`local_failure` on that rank, see
+/// `prepare`), that rank rethrows its exception and every other rank throws a StateError naming it.
+inline void settle(std::span<const ArenaDescriptor> all, std::string_view op, int rank, const std::string& problem,
+                   const std::exception_ptr& local_failure) {
+    std::string message = disagreement(all, op, rank, problem);
+    for (std::size_t r = 0; r < all.size() && message.empty(); ++r) {
+        if (all[r].failed != 0) {
+            if (local_failure) {
+                std::rethrow_exception(local_failure);  // this rank's own error, with its own type
+            }
+            message = std::string(op) + ": rank " + std::to_string(r) +
+                      " failed before communicating (its own exception says why); nothing was sent";
+        }
+    }
+    if (!message.empty()) {
+        throw StateError(message);
+    }
+}
+
+/// Runs `prepare` (this rank's local work before a collective: staging copies, waiting for a
+/// stream) when the arena is usable, and returns what it threw instead of throwing it, for `agree`.
+template <Element T, SyncedAllocator A, class Fn>
+std::exception_ptr prepare(const ParameterArena<T, A>& arena, std::string_view op, Fn fn) {
+    try {
+        arena.check(op);
+    } catch (const StateError&) {
+        return nullptr;  // agree reports it, on every rank
+    }
+    try {
+        fn();
+    } catch (...) {
+        return std::current_exception();
+    }
+    return nullptr;
 }
 
 }  // namespace detail

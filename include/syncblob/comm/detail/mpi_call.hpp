@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -143,36 +142,7 @@ void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     std::vector<syncblob::detail::ArenaDescriptor> all(static_cast<std::size_t>(size));
     constexpr int bytes = static_cast<int>(sizeof(syncblob::detail::ArenaDescriptor));
     check(MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm), op, "MPI_Allgather");
-    std::string message = syncblob::detail::disagreement(all, op, rank, problem);
-    for (std::size_t r = 0; r < all.size() && message.empty(); ++r) {
-        if (all[r].failed != 0) {
-            if (local_failure) {
-                std::rethrow_exception(local_failure);  // this rank's own error, with its own type
-            }
-            message = std::string(op) + ": rank " + std::to_string(r) +
-                      " failed before communicating (its own exception says why); nothing was sent";
-        }
-    }
-    if (!message.empty()) {
-        throw StateError(message);
-    }
-}
-
-/// Runs `prepare` (this rank's local work before a collective: staging copies, waiting for a
-/// stream) when the arena is usable, and returns what it threw instead of throwing it, for `agree`.
-template <Element T, SyncedAllocator A, class Fn>
-std::exception_ptr prepare(const ParameterArena<T, A>& arena, std::string_view op, Fn fn) {
-    try {
-        arena.check(op);
-    } catch (const StateError&) {
-        return nullptr;  // agree reports it, on every rank
-    }
-    try {
-        fn();
-    } catch (...) {
-        return std::current_exception();
-    }
-    return nullptr;
+    syncblob::detail::settle(all, op, rank, problem, local_failure);
 }
 
 /// True when the MPI library reads and writes device memory itself: `SYNCBLOB_MPI_DEVICE_AWARE=1`
