@@ -54,7 +54,8 @@ struct AsyncPool : Device {
         if (bytes == 0) {
             return nullptr;
         }
-        const int device = current_device();
+        int device = 0;
+        SYNCBLOB_CUDA_CHECK(cudaGetDevice(&device), "cuda::AsyncPool::allocate(" + std::to_string(bytes) + " bytes)");
         auto& state = pools();
         std::lock_guard lock(state.mutex);
         PerDevice& d = of_device(state, device);
