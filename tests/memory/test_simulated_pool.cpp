@@ -241,20 +241,22 @@ TEST_CASE("A synchronous free of a block still in use by queued work is a fault,
 
 TEST_CASE("A buffer frees its device block on its stream without the host waiting", "[memory][pool][buffer]") {
     const FreshPool pool;
+    // [stream-ordered-free]
     const auto s = Device::create_stream();
     std::vector<unsigned char> out(n, 0);
     {
-        Buffer b(n);
+        Buffer b(n);  // SyncedBuffer<AlignedAllocator, SimulatedAsyncDevice>
         b.set_stream(s);
         std::memset(b.mutable_host_data(), 1, n);
         auto* d = static_cast<unsigned char*>(b.mutable_device_data());  // H->D, waited for
-        add(s, d, 4);
+        add(s, d, 4);                                                    // a kernel, queued on s
         Device::copy_async(out.data(), d, n, CopyKind::device_to_host, s);
-    }
+    }                                      // the block's free is queued on s too: the host does not wait
     CHECK(Device::pending_copies() == 3);  // the kernel, the copy and the free: none has run
     CHECK(out[0] == 0);
     Device::synchronize();
     CHECK(out[0] == 5);
+    // [stream-ordered-free]
     CHECK(out[n - 1] == 5);
     CHECK(Device::faults().empty());
     CHECK(pool.stats().in_use_bytes == 0);
