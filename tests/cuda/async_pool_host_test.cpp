@@ -17,7 +17,7 @@ using syncblob::cuda::AsyncPool;
 
 }  // namespace
 
-TEST_CASE("cuda::AsyncPool is a stream-ordered device backend; cuda::Device is not", "[cuda][pool]") {
+TEST_CASE("cuda::AsyncPool is a stream-ordered device backend, cuda::Device is not", "[cuda][pool]") {
     STATIC_REQUIRE(syncblob::StreamOrderedBackend<AsyncPool>);
     STATIC_REQUIRE_FALSE(syncblob::StreamOrderedBackend<syncblob::cuda::Device>);
     STATIC_REQUIRE(syncblob::SyncedAllocator<syncblob::cuda::AsyncAllocator>);

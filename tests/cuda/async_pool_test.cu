@@ -21,10 +21,12 @@
 #include <syncblob/math.hpp>
 
 #include "cuda_test_device.hpp"
+#include "stream_delay.cuh"
 
 namespace {
 
 using syncblob::cuda::AsyncPool;
+using syncblob_cuda_test::delay;
 using GpuBlob = syncblob::Blob<float, syncblob::cuda::AsyncAllocator>;
 
 constexpr std::size_t mib = std::size_t{1} << 20;
@@ -66,22 +68,6 @@ public:
 private:
     syncblob::PoolStats before_;
 };
-
-__global__ void spin_kernel(long long cycles) {
-    const long long start = clock64();
-    while (clock64() - start < cycles) {
-    }
-}
-
-/// Holds `stream` back for roughly `milliseconds` (at the device's clock rate).
-void delay(cudaStream_t stream, int milliseconds) {
-    int device = 0;
-    int khz = 0;
-    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-    REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) == cudaSuccess);
-    spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * milliseconds);
-    REQUIRE(cudaGetLastError() == cudaSuccess);
-}
 
 }  // namespace
 

@@ -18,29 +18,18 @@
 #include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
 
+#include "simulated_test_kernels.hpp"
+
 namespace {
 
 using syncblob::CopyKind;
 using Device = syncblob::SimulatedAsyncDevice;
 using Buffer = syncblob::SyncedBuffer<syncblob::AlignedAllocator, Device>;
-using Range = Device::Range;
 
-constexpr std::size_t n = 64;
+using syncblob_test::add;
+using syncblob_test::take_faults;
 
-// A kernel that adds `k` to each of `n` bytes at `p`.
-void add(Device::Stream s, unsigned char* p, unsigned char k) {
-    Device::launch(s, "add", {Range{p, n}}, {Range{p, n}}, [p, k] {
-        for (std::size_t i = 0; i < n; ++i) {
-            p[i] = static_cast<unsigned char>(p[i] + k);
-        }
-    });
-}
-
-std::vector<std::string> take_faults() {
-    auto faults = Device::faults();
-    Device::clear_faults();
-    return faults;
-}
+constexpr std::size_t n = syncblob_test::kernel_bytes;
 
 // Each test starts and ends with an empty pool, so its statistics are its own.
 class FreshPool {
@@ -77,7 +66,7 @@ private:
 
 }  // namespace
 
-TEST_CASE("SimulatedAsyncDevice is a stream-ordered backend; SimulatedDevice is not", "[memory][pool]") {
+TEST_CASE("SimulatedAsyncDevice is a stream-ordered backend, SimulatedDevice is not", "[memory][pool]") {
     STATIC_REQUIRE(syncblob::StreamOrderedBackend<Device>);
     STATIC_REQUIRE_FALSE(syncblob::StreamOrderedBackend<syncblob::SimulatedDevice>);
     STATIC_REQUIRE(syncblob::SyncedAllocator<syncblob::SimulatedAsync>);
@@ -199,7 +188,7 @@ TEST_CASE("The cap refuses a request with bad_alloc and changes nothing", "[memo
     CHECK(Device::faults().empty());
 }
 
-TEST_CASE("empty_cache returns the cached blocks to the system; statistics follow", "[memory][pool]") {
+TEST_CASE("empty_cache returns the cached blocks to the system, and the statistics follow", "[memory][pool]") {
     const FreshPool pool;
     const auto s = Device::create_stream();
     void* p = Device::allocate_async(300, s);  // rounded to 512
@@ -262,7 +251,7 @@ TEST_CASE("A buffer frees its device block on its stream without the host waitin
     CHECK(pool.stats().in_use_bytes == 0);
 }
 
-TEST_CASE("A new buffer on the same stream reuses the freed block at once; on another stream it does not",
+TEST_CASE("A new buffer on the same stream reuses the freed block at once, on another stream it does not",
           "[memory][pool][buffer]") {
     const FreshPool pool;
     const auto s = Device::create_stream();
