@@ -26,6 +26,8 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
+class SimulatedAsyncDevice;
+
 /// A device made of host memory, as asynchronous as a GPU. Copies really happen and are counted;
 /// allocations can be made to fail; a checking mode asks buffers to poison the stale side.
 ///
@@ -374,6 +376,8 @@ public:
     }
 
 private:
+    friend class SimulatedAsyncDevice;  // its stream-ordered pool shares the engine (simulated_async_device.hpp)
+
     static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
 
     struct State {
