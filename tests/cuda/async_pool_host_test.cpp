@@ -10,12 +10,16 @@
 #include <syncblob/blob.hpp>
 #include <syncblob/cuda/async_pool.hpp>
 #include <syncblob/cuda/runtime.hpp>
+#include <syncblob/interop/dlpack.hpp>
 
 namespace {
 
 using syncblob::cuda::AsyncPool;
 
 }  // namespace
+
+// A GPU blob of the pool exports its device side as DLPack `cuda` memory, as cuda::Device's does.
+static_assert(syncblob::dlpack::DeviceTypeOf<syncblob::cuda::AsyncPool>::value == syncblob::dlpack::DeviceType::cuda);
 
 TEST_CASE("cuda::AsyncPool is a stream-ordered device backend, cuda::Device is not", "[cuda][pool]") {
     STATIC_REQUIRE(syncblob::StreamOrderedBackend<AsyncPool>);
