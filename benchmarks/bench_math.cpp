@@ -339,6 +339,23 @@ double seconds_per_call(F& f, std::int64_t calls) {
     return std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(calls);
 }
 
+// A timed batch. First a pause longer than any spin (syncblob's pool workers and the limit's
+// helper thread spin 50 us after their last part, then sleep), so the thread that served the
+// previous batch is asleep and does not compete for the second core with this batch's threads;
+// then 100 us of untimed calls, which wake this batch's own threads (a sleeping thread takes tens
+// of microseconds to run again) and leave them spinning, as in a program's steady state. Without
+// the pause a batch that follows the other party's batch spends its first 50 us sharing a core
+// with a spinning thread (a bias of a few percent either way).
+template <class F>
+double batch(F& f, std::int64_t calls) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto warm = Clock::now() + std::chrono::microseconds(100);
+    do {
+        f();
+    } while (Clock::now() < warm);
+    return seconds_per_call(f, calls);
+}
+
 // Calls per batch: doubled until a batch takes a tenth of batch_seconds, then scaled to it from the
 // fastest of three batches of that size (one slow moment must not leave a row with tiny batches).
 template <class F>
@@ -372,19 +389,19 @@ void paired_best(benchmark::State& state, A a, B1 one, B2 two, std::int64_t byte
         double t2 = 0;
         switch (ratios.size() % 3) {
             case 0:
-                ta = seconds_per_call(a, calls_a);
-                t1 = seconds_per_call(one, calls_1);
-                t2 = seconds_per_call(two, calls_2);
+                ta = batch(a, calls_a);
+                t1 = batch(one, calls_1);
+                t2 = batch(two, calls_2);
                 break;
             case 1:
-                t2 = seconds_per_call(two, calls_2);
-                ta = seconds_per_call(a, calls_a);
-                t1 = seconds_per_call(one, calls_1);
+                t2 = batch(two, calls_2);
+                ta = batch(a, calls_a);
+                t1 = batch(one, calls_1);
                 break;
             default:
-                t1 = seconds_per_call(one, calls_1);
-                t2 = seconds_per_call(two, calls_2);
-                ta = seconds_per_call(a, calls_a);
+                t1 = batch(one, calls_1);
+                t2 = batch(two, calls_2);
+                ta = batch(a, calls_a);
                 break;
         }
         state.SetIterationTime(ta);
@@ -413,11 +430,11 @@ void paired(benchmark::State& state, A a, B b, std::int64_t bytes_per_call) {
         double ta = 0;
         double tb = 0;
         if (ratios.size() % 2 == 0) {
-            ta = seconds_per_call(a, calls_a);
-            tb = seconds_per_call(b, calls_b);
+            ta = batch(a, calls_a);
+            tb = batch(b, calls_b);
         } else {
-            tb = seconds_per_call(b, calls_b);
-            ta = seconds_per_call(a, calls_a);
+            tb = batch(b, calls_b);
+            ta = batch(a, calls_a);
         }
         state.SetIterationTime(ta);
         ratios.push_back(tb / ta);

@@ -33,9 +33,12 @@ SYNCBLOB_BEGIN_NAMESPACE
 /// and `diff_buffer()` see the union. After seal every blob's head is at_host (its zeros are fresh
 /// there; contents written before seal are kept), so the first device access of a blob copies it.
 ///
-/// After seal the blobs' shapes and buffers are fixed: `add` and `seal` throw `StateError`, and a
-/// blob that was reshaped or given other buffers (`share_data`, `set_host_data`, moving it out…) is
-/// reported as a `StateError` by the next arena operation, before any data moves.
+/// After seal the blobs' shapes and buffers are fixed: `add` and `seal` throw `StateError`, and so
+/// does every call on a blob that would change its shape or give it other buffers (`reshape` to
+/// another shape, `share_data`, `set_host_data`…; see `Blob::fix_layout`), changing nothing.
+/// Reshaping to the same shape, copies into a blob and loads of its own shape work. A blob moved
+/// out of the arena (its place left empty) is reported by the next arena operation, before any
+/// data moves.
 /// Move-only; the blobs' addresses stay the same for the arena's life, and their memory lives as
 /// long as any of their buffers does.
 template <Element T, SyncedAllocator Allocator = HostOnly>
@@ -105,6 +108,9 @@ public:
         }
         slices_ = std::move(slices);
         storage_ = std::move(storage);
+        for (const auto& blob : blobs_) {
+            blob->fix_layout("ParameterArena::seal");
+        }
     }
 
     [[nodiscard]] bool sealed() const noexcept { return storage_ != nullptr; }

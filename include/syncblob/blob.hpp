@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "blob/indexing.hpp"
@@ -74,6 +75,7 @@ public:
         std::swap(retired_data_stats_, other.retired_data_stats_);
         std::swap(retired_diff_stats_, other.retired_diff_stats_);
         std::swap(stream_, other.stream_);
+        std::swap(fixed_by_, other.fixed_by_);
     }
 
     // ---- shape -----------------------------------------------------------------------------
@@ -96,8 +98,12 @@ public:
     // ---- reshape ---------------------------------------------------------------------------
 
     /// Changes the shape. Reallocates (dropping the contents) only when the count exceeds the
-    /// capacity. \throws ShapeError on a bad shape; the blob is then unchanged.
+    /// capacity. \throws ShapeError on a bad shape; StateError for another shape when the layout
+    /// is fixed (see fix_layout). The blob is then unchanged.
     void reshape(const Shape& shape) {
+        if (fixed_by_ != nullptr && (!has_shape_ || shape != shape_)) {
+            refuse_layout_change("Blob::reshape", "reshape to " + shape.to_string());
+        }
         const std::int64_t n = shape.count();
         if (!data_ || n > capacity()) {
             replace_buffers(checked_bytes("Blob::reshape", n));
@@ -116,6 +122,9 @@ public:
     template <Element U, SyncedAllocator A2>
     void reshape_like(const Blob<U, A2>& other) {
         if (!other.has_shape()) {
+            if (fixed_by_ != nullptr) {
+                refuse_layout_change("Blob::reshape_like", "dropping the shape");
+            }
             shape_ = Shape{};
             count_ = 0;
             has_shape_ = false;
@@ -132,6 +141,9 @@ public:
         if (n < 0) {
             throw ShapeError("Blob::reserve: negative count " + std::to_string(n));
         }
+        if (fixed_by_ != nullptr && n > capacity()) {
+            refuse_layout_change("Blob::reserve", "room for " + std::to_string(n) + " elements");
+        }
         if (!data_) {
             replace_buffers(checked_bytes("Blob::reserve", n));
         } else if (n > capacity()) {
@@ -145,6 +157,9 @@ public:
     void shrink_to_fit() {
         if (!data_ || capacity() == count_) {
             return;
+        }
+        if (fixed_by_ != nullptr) {
+            refuse_layout_change("Blob::shrink_to_fit", "new buffers");
         }
         reallocate_keeping(static_cast<std::size_t>(count_) * sizeof(T));
     }
@@ -230,6 +245,20 @@ public:
     /// True unless default-constructed (or moved from): the blob has a shape, possibly rank 0.
     [[nodiscard]] bool has_shape() const noexcept { return has_shape_; }
 
+    /// Fixes the shape and the buffers, for an owner that laid the blob's memory out itself
+    /// (`ParameterArena::seal` fixes its blobs; `owner` names it in error messages and must
+    /// outlive the blob, as a string literal does). From then on every call that would change the
+    /// shape or give the blob other buffers throws `StateError` and changes nothing: `reshape` to
+    /// another shape, `reserve` beyond the capacity, `shrink_to_fit` of a larger capacity,
+    /// `set_host_data`, `set_device_data`, `share_data`, `share_diff`, `commit`. Reshaping to the
+    /// same shape, every accessor and copies into the blob (`copy_from` of the same shape, loads
+    /// of the same shape) work as before. The mark moves with the blob (a moved-from blob is free).
+    void fix_layout(const char* owner) noexcept { fixed_by_ = owner; }
+    /// True after `fix_layout`.
+    [[nodiscard]] bool layout_fixed() const noexcept { return fixed_by_ != nullptr; }
+    /// The owner named by `fix_layout`, or null.
+    [[nodiscard]] const char* layout_owner() const noexcept { return fixed_by_; }
+
     // ---- copies and sharing ----------------------------------------------------------------
 
     /// Copies `source`'s data (or, with `copy_diff`, its diff only) into this blob, on the side
@@ -273,7 +302,12 @@ public:
     /// and replaced by `staged`'s otherwise. A taken buffer replaces the old one, so sharing of that
     /// buffer with another blob (`share_data`) ends; transfer statistics carry over. `staged` is
     /// left without buffers.
-    void commit(Blob&& staged, bool take_data, bool take_diff) noexcept {
+    ///
+    /// \throws StateError, before any change, when the layout is fixed (copy into such a blob instead).
+    void commit(Blob&& staged, bool take_data, bool take_diff) {
+        if (fixed_by_ != nullptr) {
+            refuse_layout_change("Blob::commit", "new buffers");
+        }
         const auto take = [&staged](std::shared_ptr<buffer_type>& mine, std::shared_ptr<buffer_type>& theirs,
                                     TransferStats& retired, bool wanted) noexcept {
             const bool fits = mine && mine->size() / sizeof(T) >= static_cast<std::size_t>(staged.count_);
@@ -298,6 +332,9 @@ public:
     /// it). The shape is kept. \throws ShapeError unless both have a shape and the counts match
     void share_data(const Blob& other) {
         check_share("Blob::share_data", other);
+        if (fixed_by_ != nullptr && data_ != other.data_) {
+            refuse_layout_change("Blob::share_data", "another blob's data buffer");
+        }
         if (data_ != other.data_) {
             retire(data_, retired_data_stats_);
             data_ = other.data_;
@@ -307,6 +344,9 @@ public:
     /// shape and the counts match
     void share_diff(const Blob& other) {
         check_share("Blob::share_diff", other);
+        if (fixed_by_ != nullptr && diff_ != other.diff_) {
+            refuse_layout_change("Blob::share_diff", "another blob's diff buffer");
+        }
         if (diff_ != other.diff_) {
             retire(diff_, retired_diff_stats_);
             diff_ = other.diff_;
@@ -400,6 +440,9 @@ private:
         if (!has_shape_) {
             throw StateError(std::string(op) + ": the blob has no shape (reshape it first)");
         }
+        if (fixed_by_ != nullptr) {
+            refuse_layout_change(op, "lent memory");
+        }
         if (elements < static_cast<std::size_t>(count_)) {
             throw ShapeError(std::string(op) + ": " + std::to_string(elements) + " elements lent, but the blob " +
                              shape_.to_string() + " holds " + std::to_string(count_));
@@ -425,6 +468,11 @@ private:
         lend_to(*fitted);
         retire(data_, retired_data_stats_);
         data_ = std::move(fitted);
+    }
+
+    [[noreturn]] void refuse_layout_change(std::string_view op, const std::string& change) const {
+        throw StateError(std::string(op) + ": the blob's shape and buffers are fixed by " + fixed_by_ + " (" +
+                         this->shape_string() + "); " + change + " refused (copy into the blob instead)");
     }
 
     static void retire(const std::shared_ptr<buffer_type>& buffer, TransferStats& retired) noexcept {
@@ -525,6 +573,7 @@ private:
     TransferStats retired_data_stats_{};
     TransferStats retired_diff_stats_{};
     stream_type stream_ = device_backend::default_stream();
+    const char* fixed_by_ = nullptr;  // the owner that fixed the layout (fix_layout), or null
 };
 
 SYNCBLOB_END_NAMESPACE

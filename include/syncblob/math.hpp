@@ -89,6 +89,17 @@ void order_after(const Buffer& runs_on, const Buffer& operand) {
     }
 }
 
+// After a kernel on `runs_on`'s stream that reads `operand`: a stream-ordered backend frees the
+// operand's device block (and may hand it out again) on the operand's own stream, so that stream
+// waits for the kernel. Reductions need none of this: their result reaches the host.
+template <class Buffer>
+void order_release_after(const Buffer& runs_on, const Buffer& operand) {
+    using Device = typename std::remove_cvref_t<decltype(*operand)>::device_backend;
+    if constexpr (StreamOrderedBackend<Device>) {
+        detail::order_after<Device>(runs_on->stream(), operand->stream());
+    }
+}
+
 template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>
 SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(std::int64_t n, const Buffer& buffer) {
     const Head head = n != 0 ? buffer->head() : Head::uninitialized;
@@ -174,6 +185,7 @@ SYNCBLOB_NOINLINE void update_general(Blob<T, A>& blob) {
             record_kernels(data, diff, true);
             order_after(data, diff);
             DeviceKernels<typename A::device_backend>::sub(y, d, n, data->stream());
+            order_release_after(data, diff);
             return;
         }
     }

@@ -144,16 +144,38 @@ TEST_CASE("ParameterArena refuses changes after seal, before any data moves", "[
     CHECK(arena.size() == 2);
     CHECK_THROWS_AS(arena.slice(2), syncblob::IndexError);
 
-    SECTION("a reshaped blob") {
-        w.reshape({3, 2});
-        CHECK_THROWS_WITH(arena.diff_buffer(), Catch::Contains("blob 0 was 2 3 (6) at seal and is now 3 2 (6)"));
-        w.reshape({2, 3});
+    SECTION("a reshape to another shape is refused at once; the same shape is allowed") {
+        w.mutable_host_data()[4] = 7.0F;
+        const float* slice = w.host_data().data();
+        CHECK_THROWS_WITH(w.reshape({3, 2}), Catch::Contains("Blob::reshape") &&
+                                                 Catch::Contains("fixed by ParameterArena::seal") &&
+                                                 Catch::Contains("2 3 (6)") && Catch::Contains("3 2 (6)"));
+        CHECK_THROWS_AS(w.reshape({12}), syncblob::StateError);
+        CHECK_THROWS_AS(w.reshape_like(syncblob::Blob<float>({1})), syncblob::StateError);
+        CHECK_THROWS_AS(w.reserve(100), syncblob::StateError);
+        CHECK(w.shape() == Shape{2, 3});
+        CHECK(w.host_data().data() == slice);
+        CHECK(w.host_data()[4] == 7.0F);
+        w.reshape({2, 3});  // what a layer does on every forward pass
+        w.reserve(6);
+        w.shrink_to_fit();
+        CHECK(w.host_data().data() == slice);
         CHECK_NOTHROW(arena.diff_buffer());
     }
-    SECTION("a blob given other buffers") {
+    SECTION("other buffers are refused at once") {
         syncblob::Blob<float> other({4});
-        arena[1].share_diff(other);
-        CHECK_THROWS_WITH(arena.data_buffer(), Catch::Contains("blob 1 no longer uses the arena's slices"));
+        std::vector<float> lent(4, 1.0F);
+        CHECK_THROWS_WITH(arena[1].share_diff(other),
+                          Catch::Contains("Blob::share_diff") && Catch::Contains("fixed by ParameterArena::seal"));
+        CHECK_THROWS_AS(arena[1].share_data(other), syncblob::StateError);
+        CHECK_THROWS_AS(arena[1].set_host_data(lent.data(), lent.size()), syncblob::StateError);
+        CHECK_THROWS_AS(arena[1].copy_from(syncblob::Blob<float>({5}), false, true), syncblob::StateError);
+        CHECK(arena[1].shape() == Shape{4});
+        CHECK_NOTHROW(arena.data_buffer());
+        arena[1].copy_from(other);  // same shape: a copy into the slice
+        CHECK_NOTHROW(arena.data_buffer());
+        CHECK(arena[1].layout_fixed());
+        CHECK_FALSE(other.layout_fixed());
     }
     SECTION("a blob moved out") {
         syncblob::Blob<float> taken = std::move(w);

@@ -324,6 +324,47 @@ TEST_CASE("mpi: runs over the count limit are split (INT_MAX in production, lowe
     CHECK(std::ranges::all_of(arena[2].host_data(), [](float x) { return x == 5.0f; }));
 }
 
+TEST_CASE("mpi::allreduce_diff in pieces that cut across blobs gives the serial reference exactly", "[mpi]") {
+    ParameterArena<double> arena;
+    add_model(arena);  // 512 doubles with padding (4096 bytes)
+    arena.seal();
+    REQUIRE(arena.bytes() / sizeof(double) == 512);
+    const Reduce reduce = GENERATE(Reduce::sum, Reduce::mean);
+    for (const std::size_t piece_bytes : {std::size_t{1000}, std::size_t{8}, std::size_t{4096}, std::size_t{0}}) {
+        INFO("piece_bytes " << piece_bytes);
+        fill_diffs_on_host(arena);
+        // 1000 bytes are 125 doubles: 5 calls, the last of 12; 8 bytes one double per call.
+        const std::uint64_t expected = piece_bytes == 1000 ? 5 : piece_bytes == 8 ? 512 : 1;
+        CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = piece_bytes}).calls == expected);
+        for (std::size_t b = 0; b < arena.size(); ++b) {
+            CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
+        }
+    }
+    // The bucketed form starts one request per piece of each bucket.
+    fill_diffs_on_host(arena);
+    mpi::Options options;
+    options.piece_bytes = 1000;
+    auto pending = mpi::iallreduce_diff(arena, MPI_COMM_WORLD, reduce, 2048, options);
+    const auto bucketed = pending.wait();
+    std::uint64_t expected_requests = 0;
+    for (const auto& bucket : pending.buckets()) {
+        expected_requests += (bucket.bytes / sizeof(double) + 124) / 125;
+    }
+    CHECK(pending.buckets().size() > 1);
+    CHECK(bucketed.calls == expected_requests);
+    CHECK(bucketed.calls > pending.buckets().size());
+    for (std::size_t b = 0; b < arena.size(); ++b) {
+        CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
+    }
+    // Pieces and the count limit together: each piece is split again.
+    mpi::detail::ScopedMaxCount limit(100);
+    fill_diffs_on_host(arena);
+    CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = 1000}).calls == 4 * 2 + 1);
+    for (std::size_t b = 0; b < arena.size(); ++b) {
+        CHECK(matches_reference<double>(arena[b].host_diff(), b, reduce));
+    }
+}
+
 TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank, before any data moves", "[mpi]") {
     const int odd_rank = ranks() > 1 ? 1 : 0;
     const auto expect_refused = [&](auto& arena, const std::string& fragment, auto call) {
@@ -402,6 +443,69 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
         expect_refused(arena, "disagree on the call's arguments", [&] {
             (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, rank() == odd_rank ? 512u : 1024u);
         });
+        expect_refused(arena, "disagree on the call's arguments", [&] {
+            mpi::Options options;
+            options.piece_bytes = rank() == odd_rank ? 512 : 1024;
+            mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, options);
+        });
+        expect_refused(arena, "disagree on the call's arguments", [&] {
+            mpi::Options options;
+            options.piece_bytes = rank() == odd_rank ? 512 : 1024;
+            (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, 1024, options);
+        });
+    }
+}
+
+TEST_CASE("mpi: a rank that fails before communicating makes every rank throw, not hang", "[mpi]") {
+    const int odd_rank = ranks() > 1 ? 1 : 0;
+    const bool failing = rank() == odd_rank;
+    // The failing rank's first copy fails: the staging copy D->H of a device-fresh blob (allreduce),
+    // or of the root's device-fresh data (broadcast from that rank).
+    SimulatedDevice::Scope scope(SimulatedDevice::Settings{});
+    ParameterArena<float, Simulated> arena;
+    add_model(arena);
+    arena.seal();
+    fill_diffs_on_host(arena);
+    const auto outcome = [&](auto call) {
+        std::string message;
+        try {
+            SimulatedDevice::Scope fail({.fail_copy = failing ? 1u : 0u});
+            call();
+        } catch (const syncblob::DeviceError& e) {
+            message = std::string("DeviceError: ") + e.what();
+        } catch (const syncblob::StateError& e) {
+            message = std::string("StateError: ") + e.what();
+        }
+        INFO("rank " << rank() << ": " << message);
+        if (failing) {
+            CHECK_THAT(message, Catch::StartsWith("DeviceError: ") && Catch::Contains("fail_copy"));
+        } else {
+            CHECK_THAT(message, Catch::StartsWith("StateError: ") &&
+                                    Catch::Contains("rank " + std::to_string(odd_rank) + " failed before") &&
+                                    Catch::Contains("nothing was sent"));
+        }
+        CHECK(everywhere(!message.empty()));
+    };
+
+    SECTION("allreduce_diff, staging a device-fresh diff") {
+        std::vector<float> device(static_cast<std::size_t>(arena[2].count()), 3.0f);
+        syncblob_test::write_device<SimulatedDevice>(arena[2].mutable_device_diff(), device.data(),
+                                                     device.size() * sizeof(float));
+        outcome([&] { mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, {.device_aware = false}); });
+        // Every rank's host-fresh diffs are as they were: nothing was reduced anywhere.
+        CHECK(matches_reference<float>(arena[0].host_diff(), 0, Reduce::sum) == (ranks() == 1));
+        fill_diffs_on_host(arena);
+        mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum);  // and the next call works everywhere
+        CHECK(matches_reference<float>(arena[2].host_diff(), 2, Reduce::sum));
+    }
+    SECTION("broadcast_data, the root staging its device-fresh data") {
+        std::vector<float> device(static_cast<std::size_t>(arena[2].count()), 3.0f);
+        syncblob_test::write_device<SimulatedDevice>(arena[2].mutable_device_data(), device.data(),
+                                                     device.size() * sizeof(float));
+        outcome([&] { mpi::broadcast_data(arena, MPI_COMM_WORLD, odd_rank, {.device_aware = false}); });
+        // No rank's data was given up for the broadcast that did not happen.
+        CHECK(arena[2].host_data()[0] == 3.0f);
+        CHECK(arena[0].host_data()[0] == 0.0f);
     }
 }
 

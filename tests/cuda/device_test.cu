@@ -28,6 +28,7 @@
 
 #include "cuda_test_device.hpp"
 #include "kernel_test_values.hpp"
+#include "stream_delay.cuh"
 
 static_assert(__cplusplus >= 202002L,
               "nvcc compiles this file as C++17 or older: pass -std=c++20 (CMake 3.25 does not for nvcc 13)");
@@ -240,22 +241,6 @@ TEST_CASE("a GPU blob goes to the device, is scaled there, and comes back", "[cu
 // stale values here, not a lucky pass on a 100-byte copy that finished before anyone looked.
 
 namespace {
-
-__global__ void spin_kernel(long long cycles) {
-    const long long start = clock64();
-    while (clock64() - start < cycles) {
-    }
-}
-
-/// Holds `stream` back for roughly `milliseconds` (at the device's clock rate).
-void delay(cudaStream_t stream, int milliseconds) {
-    int device = 0;
-    int khz = 0;
-    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-    REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) == cudaSuccess);
-    spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * milliseconds);
-    REQUIRE(cudaGetLastError() == cudaSuccess);
-}
 
 constexpr std::int64_t big = std::int64_t{8} << 20;  // 8 Mi floats: 32 MiB
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <syncblob/interop/dlpack.hpp>
+#include <syncblob/memory/simulated_async_device.hpp>
 #include <utility>
 #include <vector>
 
@@ -491,6 +492,23 @@ TEST_CASE("dlpack: device tensors import into the device side", "[interop][dlpac
     CHECK(blob.device_data() == source.device_data());
     CHECK(values(blob.host_data()) == pattern<float>(4));
     CHECK(blob.data_stats().device_allocations == 0);
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("dlpack: a blob of a stream-ordered pool exports and imports its device side", "[interop][dlpack]") {
+    static_assert(dl::HasDeviceType<SimulatedAsyncDevice>);
+    Blob<float, SimulatedAsync> source{4};
+    write_pattern(source.mutable_host_data());
+    {
+        UniqueTensor<Versioned> tensor(to_dlpack(source, Side::device));
+        CHECK(tensor->dl_tensor.device.device_type == DeviceType::ext_dev);
+        CHECK(tensor->dl_tensor.data == source.device_data());
+    }
+    Blob<float, SimulatedAsync> blob = from_dlpack<float, SimulatedAsync>(to_dlpack(source, Side::device));
+    CHECK(blob.data_head() == Head::at_device);
+    CHECK(blob.device_data() == source.device_data());
+    CHECK(values(blob.host_data()) == pattern<float>(4));
+    SimulatedAsyncDevice::synchronize();
     CHECK(SimulatedDevice::faults().empty());
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <syncblob/arena.hpp>
 #include <syncblob/io/npy.hpp>
 #include <syncblob/memory/simulated_device.hpp>
 #include <vector>
@@ -117,6 +118,34 @@ TEST_CASE("npy load into a blob on a simulated device and from a device-fresh bl
     CHECK(test::same_bytes(target.host_data(), source.host_data()));
     CHECK(target.data_stats().host_allocations == 1);
     CHECK(target.data_stats().host_to_host == 0);
+}
+
+TEST_CASE("npy load into a sealed arena's blob copies into its slice, and refuses another shape", "[io][npy][arena]") {
+    const test::TempDir dir;
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    Blob<float> saved{2, 3};
+    test::fill_values(saved);
+    io::save_npy(dir.path() / "w.npy", saved);
+    Blob<float> other{3, 2};
+    io::save_npy(dir.path() / "other.npy", other);
+
+    syncblob::ParameterArena<float, Simulated> arena;
+    auto& w = arena.add({2, 3});
+    arena.add({4});
+    arena.seal();
+    w.fill(9.0f);
+    (void)w.mutable_device_data();  // fresh on the device: the load overwrites it
+    const float* slice = w.host_data().data();
+    CHECK_THAT(test::message_of<syncblob::StateError>([&] { io::load_npy(dir.path() / "other.npy", w); }),
+               Contains("3 2 (6)") && Contains("fixed by ParameterArena::seal"));
+    CHECK(w.shape() == Shape{2, 3});
+    CHECK(w.host_data()[0] == 9.0f);
+
+    io::load_npy(dir.path() / "w.npy", w);
+    CHECK(w.host_data().data() == slice);  // still the arena's slice
+    CHECK(test::same_bytes(w.host_data(), saved.host_data()));
+    CHECK(arena.data_buffer().host_data().data() == slice);  // the arena still sees the blob in its slice
+    CHECK(SimulatedDevice::faults().empty());
 }
 
 TEST_CASE("npy conversion is explicit", "[io][npy]") {

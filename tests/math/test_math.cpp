@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-using MathSuiteAllocators = std::tuple<syncblob::HostOnly, syncblob::Simulated>;
+using MathSuiteAllocators = std::tuple<syncblob::HostOnly, syncblob::Simulated, syncblob::SimulatedAsync>;
 #include "math_suite.hpp"
 
 namespace {

@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <vector>
 
 #include <syncblob/math.hpp>
+#include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/simulated_device.hpp>
 
 using syncblob::Blob;
@@ -47,4 +49,86 @@ TEST_CASE("Device math runs on the blob's device whatever device is current", "[
     CHECK(SimulatedDevice::faults().empty());
     SimulatedDevice::set_device(0);
     CHECK(b.host_data()[7] == 5.5);
+}
+
+// ---- stream-ordered device memory (SimulatedAsyncDevice) --------------------------------------------
+
+namespace {
+
+using syncblob::SimulatedAsync;
+using syncblob::SimulatedAsyncDevice;
+
+// Each test starts and ends with an empty pool.
+struct EmptyPool {
+    EmptyPool() { SimulatedAsyncDevice::empty_cache(); }
+    ~EmptyPool() { SimulatedAsyncDevice::empty_cache(); }
+    EmptyPool(const EmptyPool&) = delete;
+    EmptyPool& operator=(const EmptyPool&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("A stream-ordered blob: exact transfers, its block freed on its stream and reused there",
+          "[math][simulated][pool]") {
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    const EmptyPool pool;
+    const auto before = SimulatedAsyncDevice::stats();
+    const auto s = SimulatedDevice::create_stream();
+    const void* block = nullptr;
+    {
+        Blob<float, SimulatedAsync> b{1024};
+        b.set_stream(s);
+        b.fill(1.5f);
+        block = b.mutable_device_data();  // H->D
+        syncblob::scale_data(b, 2.0f);    // queued on s
+        CHECK(b.host_data()[1023] == 3.0f);
+        syncblob::scale_data(b, 2.0f);  // the device side is fresh again (synced): runs there
+        const auto st = b.data_stats();
+        CHECK(st.host_allocations == 1);
+        CHECK(st.device_allocations == 1);
+        CHECK(st.host_to_device == 1);
+        CHECK(st.host_to_device_bytes == 4096);
+        CHECK(st.device_to_host == 1);
+        CHECK(st.device_to_device == 0);
+        CHECK(st.device_kernels == 2);
+        CHECK(b.diff_stats().device_allocations == 0);
+    }
+    CHECK(SimulatedDevice::pending_copies() == 2);  // the second scale and the free, not waited for
+    Blob<float, SimulatedAsync> c{1024};
+    c.set_stream(s);
+    CHECK(c.mutable_device_data() == block);  // the same stream takes the block back at once
+    CHECK(syncblob::asum_data(c) == 0.0f);    // zero-filled after the queued scale of the old blob
+    const auto st = SimulatedAsyncDevice::stats();
+    CHECK(st.requests - before.requests == 2);
+    CHECK(st.cache_hits - before.cache_hits == 1);
+    CHECK(st.in_use_bytes == 4096);
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("update with a diff on another stream: the diff is freed only after the kernel that reads it",
+          "[math][simulated][pool]") {
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    const EmptyPool pool;
+    const auto a = SimulatedDevice::create_stream();
+    const auto b = SimulatedDevice::create_stream();
+    std::vector<float> out(256, 0.0f);
+    {
+        Blob<float, SimulatedAsync> x{256};
+        Blob<float, SimulatedAsync> g{256};
+        x.set_stream(a);
+        g.set_stream(b);
+        x.fill(1.0f);
+        g.fill_diff(0.25f);
+        (void)g.mutable_device_diff();
+        x.share_diff(g);  // x's diff is g's buffer, on stream b
+        (void)x.mutable_device_data();
+        syncblob::update(x);  // the sub kernel, on a, reads the diff
+        SimulatedDevice::copy_async(out.data(), x.device_data(), out.size() * sizeof(float),
+                                    syncblob::CopyKind::device_to_host, a);
+    }  // both blobs go: the diff's block is freed on b, the data's on a, with the sub still queued
+    CHECK(SimulatedDevice::pending_copies() > 0);
+    SimulatedDevice::synchronize();
+    CHECK(out[0] == 0.75f);
+    CHECK(out[255] == 0.75f);
+    CHECK(SimulatedDevice::faults().empty());
 }

@@ -17,6 +17,8 @@
 #include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
 
+#include "simulated_test_kernels.hpp"
+
 namespace {
 
 using syncblob::CopyKind;
@@ -25,24 +27,11 @@ using syncblob::SimulatedDevice;
 using Buffer = syncblob::SyncedBuffer<syncblob::AlignedAllocator, SimulatedDevice>;
 using Range = SimulatedDevice::Range;
 
-constexpr std::size_t n = 64;
+using syncblob_test::add;
+using syncblob_test::take_faults;
+
+constexpr std::size_t n = syncblob_test::kernel_bytes;
 constexpr std::uint64_t seeds = 8;
-
-// A kernel that adds `k` to each of `n` bytes at `p`.
-void add(SimulatedDevice::Stream s, unsigned char* p, unsigned char k) {
-    SimulatedDevice::launch(s, "add", {Range{p, n}}, {Range{p, n}}, [p, k] {
-        for (std::size_t i = 0; i < n; ++i) {
-            p[i] = static_cast<unsigned char>(p[i] + k);
-        }
-    });
-}
-
-// The faults recorded so far, then forgotten (the test provoked them on purpose).
-std::vector<std::string> take_faults() {
-    auto faults = SimulatedDevice::faults();
-    SimulatedDevice::clear_faults();
-    return faults;
-}
 
 bool any_contains(const std::vector<std::string>& faults, const std::string& text) {
     for (const auto& f : faults) {

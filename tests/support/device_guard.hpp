@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <syncblob/memory/device_backend.hpp>
+#include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/simulated_device.hpp>
 
 namespace syncblob_test {
@@ -72,6 +73,10 @@ struct TestDevice<syncblob::SimulatedDevice> {
     /// True when device pointers are host-addressable (tests may then look at them directly).
     static constexpr bool host_addressable = true;
 };
+
+/// The stream-ordered simulator has the same hooks.
+template <>
+struct TestDevice<syncblob::SimulatedAsyncDevice> : TestDevice<syncblob::SimulatedDevice> {};
 
 /// Bytes of device memory, read through the backend (works whether or not device memory is host-addressable).
 template <class Backend>

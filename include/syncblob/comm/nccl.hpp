@@ -18,6 +18,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -100,14 +102,17 @@ inline std::pair<int, int> rank_and_size(ncclComm_t comm, std::string_view op) {
 }
 
 /// Gathers every rank's descriptor through NCCL (on device memory, on `stream`) and throws the
-/// same StateError on every rank when any differs; nothing of the arena has moved yet.
+/// same StateError on every rank when any differs; when some rank's own preparation failed
+/// (`local_failure`), that rank rethrows it and the others throw a StateError naming it (see
+/// syncblob::detail::settle). Nothing of the arena has been sent yet.
 template <class T, class A>
 void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stream, std::string_view op,
            syncblob::detail::CommOperation what, std::uint64_t argument, std::uint64_t first_bucket = 0,
-           std::uint64_t bucket = 0) {
+           std::uint64_t bucket = 0, const std::exception_ptr& local_failure = nullptr) {
     using Descriptor = syncblob::detail::ArenaDescriptor;
     std::string problem;
-    const Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    mine.failed = local_failure ? 1 : 0;
     const auto [rank, size] = rank_and_size(comm, op);
     const std::size_t bytes = sizeof(Descriptor) * static_cast<std::size_t>(size);
     std::vector<Descriptor> all(static_cast<std::size_t>(size));
@@ -123,10 +128,7 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
         throw;
     }
     cuda::Device::deallocate(scratch, bytes + sizeof(Descriptor));
-    const std::string message = syncblob::detail::disagreement(all, op, rank, problem);
-    if (!message.empty()) {
-        throw StateError(message);
-    }
+    syncblob::detail::settle(all, op, rank, problem, local_failure);
 }
 
 // The blobs in [first, end) fresh on the host only: they are copied H→D before NCCL runs.
@@ -150,16 +152,23 @@ std::uint64_t host_only(const Buffers& buffers, std::size_t first, std::size_t e
 template <NcclElement T, NcclAllocator A>
 CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce) {
     constexpr std::string_view op = "nccl::allreduce_diff";
-    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::allreduce,
-                  static_cast<std::uint64_t>(reduce));
-    auto diff = arena.diff_buffer();
     CommStats stats;
-    stats.bytes = diff.bytes();
     stats.on_device = true;
-    stats.staged_blobs = detail::host_only(diff.buffers(), 0, diff.buffers().size());
-    if (diff.elements() != 0) {
-        T* p = diff.mutable_device_data();
-        detail::check(ncclAllReduce(p, p, diff.elements(), detail::datatype<T>(),
+    std::optional<ArenaBuffer<T, A>> view;  // outlives the preparation: `p` points into it
+    T* p = nullptr;
+    // The staging copies H->D come before the agreement, so a failure on one rank reaches every rank.
+    const auto failure = syncblob::detail::prepare(arena, op, [&] {
+        auto& diff = view.emplace(arena.diff_buffer());
+        stats.bytes = diff.bytes();
+        stats.staged_blobs = detail::host_only(diff.buffers(), 0, diff.buffers().size());
+        if (diff.elements() != 0) {
+            p = diff.mutable_device_data();
+        }
+    });
+    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::allreduce,
+                  static_cast<std::uint64_t>(reduce), 0, 0, failure);
+    if (p != nullptr) {
+        detail::check(ncclAllReduce(p, p, view->elements(), detail::datatype<T>(),
                                     reduce == Reduce::mean ? ncclAvg : ncclSum, comm, arena.stream()),
                       op, "ncclAllReduce", comm);
         stats.calls = 1;
@@ -178,16 +187,27 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root)
         throw IndexError(std::string(op) + ": root " + std::to_string(root) +
                          " is not a rank of the communicator [0, " + std::to_string(size) + ")");
     }
-    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::broadcast,
-                  static_cast<std::uint64_t>(root));
-    auto data = arena.data_buffer();
     CommStats stats;
-    stats.bytes = data.bytes();
     stats.on_device = true;
-    if (data.elements() != 0) {
-        stats.staged_blobs = rank == root ? detail::host_only(data.buffers(), 0, data.buffers().size()) : 0;
-        T* p = rank == root ? const_cast<T*>(data.device_data()) : data.mutable_device_data_for_overwrite();
-        detail::check(ncclBroadcast(p, p, data.elements(), detail::datatype<T>(), root, comm, arena.stream()), op,
+    std::optional<ArenaBuffer<T, A>> view;  // outlives the preparation: `p` points into it
+    T* p = nullptr;
+    // The root's staging copies come before the agreement; the other ranks mark their data as about
+    // to be overwritten only after it, so a refused call leaves it as it was.
+    const auto failure = syncblob::detail::prepare(arena, op, [&] {
+        auto& data = view.emplace(arena.data_buffer());
+        stats.bytes = data.bytes();
+        if (rank == root && data.elements() != 0) {
+            stats.staged_blobs = detail::host_only(data.buffers(), 0, data.buffers().size());
+            p = const_cast<T*>(data.device_data());
+        }
+    });
+    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::broadcast,
+                  static_cast<std::uint64_t>(root), 0, 0, failure);
+    if (view->elements() != 0) {
+        if (rank != root) {
+            p = view->mutable_device_data_for_overwrite();
+        }
+        detail::check(ncclBroadcast(p, p, view->elements(), detail::datatype<T>(), root, comm, arena.stream()), op,
                       "ncclBroadcast", comm);
         stats.calls = 1;
     }

@@ -2,7 +2,7 @@
 #pragma once
 
 /// \file
-/// Device math for `cuda::Device`: the specialisation of `DeviceKernels` that syncblob's math
+/// Device math for `cuda::Device` (and `cuda::AsyncPool`): the specialisation of `DeviceKernels` that syncblob's math
 /// functions call when a blob's data is fresh on a CUDA device. float and double run through the
 /// 64-bit cuBLAS entry points and work from any compiler; half and bfloat16 run custom kernels
 /// (syncblob/cuda/kernels.cuh), so a translation unit that does half or bfloat16 device math must
@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "../math/device_kernels.hpp"
+#include "async_pool.hpp"
 #include "cublas.hpp"
 #include "device.hpp"
 
@@ -102,5 +103,9 @@ struct DeviceKernels<cuda::Device> {
         }
     }
 };
+
+/// `cuda::AsyncPool` runs the same kernels (it differs only in how it allocates).
+template <>
+struct DeviceKernels<cuda::AsyncPool> : DeviceKernels<cuda::Device> {};
 
 SYNCBLOB_END_NAMESPACE

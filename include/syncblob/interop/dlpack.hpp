@@ -33,7 +33,8 @@
 SYNCBLOB_BEGIN_NAMESPACE
 
 namespace cuda {
-struct Device;  // named below only: the DLPack device type of its memory needs no CUDA header
+struct Device;  // named below only: the DLPack device type of their memory needs no CUDA header
+struct AsyncPool;
 }  // namespace cuda
 
 namespace dlpack {
@@ -47,7 +48,8 @@ enum class Part : std::uint8_t { data, diff };
 /// a backend without one (its device side cannot be exported, and device tensors cannot be imported
 /// into its blobs). SimulatedDevice's memory is `ext_dev` (DLPack's device type for testing an
 /// extension device): it is host memory, but reading it directly would bypass the simulated
-/// queues, so it is not offered as CPU memory. cuda::Device's memory is `cuda`.
+/// queues, so it is not offered as CPU memory. cuda::Device's memory is `cuda`. The stream-ordered
+/// pools hand out the same memory as the backends they derive from.
 template <class Backend>
 struct DeviceTypeOf {};
 template <>
@@ -55,9 +57,13 @@ struct DeviceTypeOf<SimulatedDevice> {
     static constexpr DeviceType value = DeviceType::ext_dev;
 };
 template <>
+struct DeviceTypeOf<SimulatedAsyncDevice> : DeviceTypeOf<SimulatedDevice> {};
+template <>
 struct DeviceTypeOf<cuda::Device> {
     static constexpr DeviceType value = DeviceType::cuda;
 };
+template <>
+struct DeviceTypeOf<cuda::AsyncPool> : DeviceTypeOf<cuda::Device> {};
 
 /// A backend whose device memory has a DLPack device type.
 template <class Backend>

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "../memory/simulated_async_device.hpp"
 #include "../memory/simulated_device.hpp"
 #include "device_kernels.hpp"
 #include "host_kernels.hpp"
@@ -59,5 +60,9 @@ private:
         return result;
     }
 };
+
+/// `SimulatedAsyncDevice` runs the same kernels (it differs only in how it allocates).
+template <>
+struct DeviceKernels<SimulatedAsyncDevice> : DeviceKernels<SimulatedDevice> {};
 
 SYNCBLOB_END_NAMESPACE

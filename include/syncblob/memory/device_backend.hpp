@@ -62,6 +62,23 @@ concept DeviceBackend = requires {
     { B::poisons_stale_side() } -> std::convertible_to<bool>;
 };
 
+/// A device backend with a stream-ordered allocator (CUDA's `cudaMallocAsync` / `cudaFreeAsync`):
+/// - `allocate_async(bytes, stream) -> void*`: a block usable by work issued on `stream` after this
+///   call (and by other streams once they are ordered after it);
+/// - `deallocate_async(p, bytes, stream) noexcept`: frees the block once `stream` reaches the free,
+///   without the host waiting. Work on other streams that uses the block must be ordered before the
+///   free (made to wait for it, or `stream` made to wait for them); the allocator may hand the
+///   block out again to work on `stream` at once.
+/// `SyncedBuffer` allocates and frees its own device blocks this way on its stream when the backend
+/// has them; other backends' blocks are freed after the host has waited for the buffer's stream.
+template <class B>
+concept StreamOrderedBackend = DeviceBackend<B> &&
+    requires(std::size_t bytes, void* p, typename B::stream_type stream) {
+    { B::allocate_async(bytes, stream) } -> std::same_as<void*>;
+    { B::deallocate_async(p, bytes, stream) }
+    noexcept;
+};
+
 /// Makes a device current for its lifetime and restores the previous one after: device math and
 /// device work on a buffer run on the buffer's own device whatever device the caller has current.
 /// A negative device (no device block) changes nothing.

@@ -26,6 +26,8 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
+class SimulatedAsyncDevice;
+
 /// A device made of host memory, as asynchronous as a GPU. Copies really happen and are counted;
 /// allocations can be made to fail; a checking mode asks buffers to poison the stale side.
 ///
@@ -71,6 +73,9 @@ public:
         std::uint64_t seed = 0;
         /// Make `register_host` fail, as `cudaHostRegister` does when memory cannot be page-locked.
         bool fail_registration = false;
+        /// Fail the k-th copy (`copy` or `copy_async`) issued inside the scope (1-based) with a
+        /// `DeviceError`, as a failing device would; 0: never.
+        std::uint64_t fail_copy = 0;
     };
 
     /// Installs settings for its lifetime and restores the previous ones after (not thread-safe
@@ -83,10 +88,12 @@ public:
             std::lock_guard lock(s.mutex);
             previous_ = s.settings;
             previous_allocations_ = s.allocations_in_scope;
+            previous_copies_ = s.copies_in_scope;
             previous_first_fault_ = s.first_fault;
             previous_rng_ = s.rng;
             s.settings = settings;
             s.allocations_in_scope = 0;
+            s.copies_in_scope = 0;
             s.first_fault = s.engine.faults().size();
             s.rng.seed(settings.seed);
         }
@@ -95,6 +102,7 @@ public:
             std::lock_guard lock(s.mutex);
             s.settings = previous_;
             s.allocations_in_scope = previous_allocations_;
+            s.copies_in_scope = previous_copies_;
             s.first_fault = previous_first_fault_;
             s.rng = previous_rng_;
         }
@@ -104,6 +112,7 @@ public:
     private:
         Settings previous_;
         std::uint64_t previous_allocations_ = 0;
+        std::uint64_t previous_copies_ = 0;
         std::size_t previous_first_fault_ = 0;
         std::mt19937_64 previous_rng_;
     };
@@ -190,9 +199,11 @@ public:
     }
 
     /// Copies on `stream` and returns when the copy is done (after everything issued before it there).
+    /// \throws DeviceError when the scope's fault injection says so (nothing is issued).
     static void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
+        count_copy(s, "copy");
         (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
         s.engine.host_wait(s.engine.record(stream.id));
     }
@@ -201,6 +212,7 @@ public:
     static void copy_async(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
+        count_copy(s, "copy_async");
         (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
     }
 
@@ -372,12 +384,15 @@ public:
     }
 
 private:
+    friend class SimulatedAsyncDevice;  // its stream-ordered pool shares the engine (simulated_async_device.hpp)
+
     static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
 
     struct State {
         std::mutex mutex;
         Settings settings;
         std::uint64_t allocations_in_scope = 0;
+        std::uint64_t copies_in_scope = 0;
         std::size_t live_blocks = 0;
         std::size_t live_bytes = 0;
         int last_stream = 0;
@@ -390,6 +405,15 @@ private:
     static State& state() {
         static State s;
         return s;
+    }
+
+    // Counts a copy issued in the scope; throws when it is the one the scope makes fail.
+    static void count_copy(State& s, const char* what) {
+        ++s.copies_in_scope;
+        if (s.settings.fail_copy != 0 && s.copies_in_scope == s.settings.fail_copy) {
+            throw DeviceError(std::string("SimulatedDevice::") + what + ": copy " + std::to_string(s.copies_in_scope) +
+                              " fails in this scope (Settings::fail_copy)");
+        }
     }
 
     static int& current() {

@@ -294,7 +294,19 @@ public:
 
     /// The stream synchronous copies run on (the default stream unless set).
     [[nodiscard]] stream_type stream() const noexcept { return stream_; }
-    void set_stream(stream_type stream) noexcept { stream_ = stream; }
+    /// Makes `stream` the buffer's stream. With a stream-ordered backend, whose device block is
+    /// freed (and may be handed out again) on the buffer's stream, `stream` first waits for the
+    /// work issued on the old one, so that work is ordered before the free.
+    /// \throws DeviceError when that wait cannot be issued (the stream is then unchanged).
+    void set_stream(stream_type stream) {
+        if constexpr (StreamOrderedBackend<Device>) {
+            std::lock_guard lock(mutex_);
+            if (device_ != nullptr) {
+                detail::order_after<Device>(stream_, stream);
+            }
+        }
+        stream_ = stream;
+    }
 
     /// Allocations and copies since construction or the last `reset_stats()`.
     [[nodiscard]] TransferStats stats() const {

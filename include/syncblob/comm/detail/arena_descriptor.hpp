@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,8 @@ struct ArenaDescriptor {
     std::uint64_t argument = 0;   ///< its argument (the reduction, the root)
     std::uint64_t first_bucket = 0;
     std::uint64_t bucket = 0;
+    std::uint64_t piece = 0;   ///< the piece size of an MPI all-reduce (Options::piece_bytes)
+    std::uint64_t failed = 0;  ///< 1 when this rank's own preparation (a staging copy) failed
     char dtype[8] = {};
 };
 
@@ -113,11 +116,16 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
         } else if (d.operation != r0.operation) {
             what = "the ranks disagree on the call: rank 0 calls " + std::string(operation_name(r0.operation)) + ", " +
                    who + " calls " + std::string(operation_name(d.operation));
-        } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket) {
-            what = "the ranks disagree on the call's arguments (reduction, root or bucket sizes): rank 0 passes " +
-                   std::to_string(r0.argument) + " / " + std::to_string(r0.first_bucket) + " / " +
-                   std::to_string(r0.bucket) + ", " + who + " passes " + std::to_string(d.argument) + " / " +
-                   std::to_string(d.first_bucket) + " / " + std::to_string(d.bucket);
+        } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket ||
+                   d.piece != r0.piece) {
+            const auto arguments = [](const ArenaDescriptor& x) {
+                return std::to_string(x.argument) + " / " + std::to_string(x.first_bucket) + " / " +
+                       std::to_string(x.bucket) + " / " + std::to_string(x.piece);
+            };
+            what =
+                "the ranks disagree on the call's arguments (reduction or root / first bucket / bucket / piece "
+                "bytes): rank 0 passes " +
+                arguments(r0) + ", " + who + " passes " + arguments(d);
         }
     }
     if (what.empty()) {
@@ -128,6 +136,43 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
         message += " (on this rank, " + std::to_string(rank) + ": " + problem + ")";
     }
     return message;
+}
+
+/// After the descriptors are gathered: throws the same StateError on every rank when they
+/// disagree; otherwise, when some rank's own preparation failed (`local_failure` on that rank, see
+/// `prepare`), that rank rethrows its exception and every other rank throws a StateError naming it.
+inline void settle(std::span<const ArenaDescriptor> all, std::string_view op, int rank, const std::string& problem,
+                   const std::exception_ptr& local_failure) {
+    std::string message = disagreement(all, op, rank, problem);
+    for (std::size_t r = 0; r < all.size() && message.empty(); ++r) {
+        if (all[r].failed != 0) {
+            if (local_failure) {
+                std::rethrow_exception(local_failure);  // this rank's own error, with its own type
+            }
+            message = std::string(op) + ": rank " + std::to_string(r) +
+                      " failed before communicating (its own exception says why); nothing was sent";
+        }
+    }
+    if (!message.empty()) {
+        throw StateError(message);
+    }
+}
+
+/// Runs `prepare` (this rank's local work before a collective: staging copies, waiting for a
+/// stream) when the arena is usable, and returns what it threw instead of throwing it, for `agree`.
+template <Element T, SyncedAllocator A, class Fn>
+std::exception_ptr prepare(const ParameterArena<T, A>& arena, std::string_view op, Fn fn) {
+    try {
+        arena.check(op);
+    } catch (const StateError&) {
+        return nullptr;  // agree reports it, on every rank
+    }
+    try {
+        fn();
+    } catch (...) {
+        return std::current_exception();
+    }
+    return nullptr;
 }
 
 }  // namespace detail

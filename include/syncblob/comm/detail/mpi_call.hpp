@@ -124,12 +124,17 @@ std::uint64_t in_pieces(std::size_t elements, Fn fn) {
 }
 
 /// Gathers every rank's descriptor of the arena and the call; throws the same StateError on every
-/// rank when any differs, or when any rank's arena is unusable. Nothing has moved yet.
+/// rank when any differs, or when any rank's arena is unusable. Then, when some rank's own
+/// preparation failed (`local_failure`, caught by the caller before this call), that rank rethrows
+/// its exception and every other rank throws a StateError naming it. Nothing has been sent yet.
 template <Element T, SyncedAllocator A>
 void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, syncblob::detail::CommOperation what,
-           std::uint64_t argument, std::uint64_t first_bucket = 0, std::uint64_t bucket = 0) {
+           std::uint64_t argument, std::uint64_t first_bucket, std::uint64_t bucket, std::uint64_t piece,
+           const std::exception_ptr& local_failure = nullptr) {
     std::string problem;
-    const auto mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    auto mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    mine.piece = piece;
+    mine.failed = local_failure ? 1 : 0;
     int size = 0;
     int rank = 0;
     check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");
@@ -137,10 +142,7 @@ void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     std::vector<syncblob::detail::ArenaDescriptor> all(static_cast<std::size_t>(size));
     constexpr int bytes = static_cast<int>(sizeof(syncblob::detail::ArenaDescriptor));
     check(MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm), op, "MPI_Allgather");
-    const std::string message = syncblob::detail::disagreement(all, op, rank, problem);
-    if (!message.empty()) {
-        throw StateError(message);
-    }
+    syncblob::detail::settle(all, op, rank, problem, local_failure);
 }
 
 /// True when the MPI library reads and writes device memory itself: `SYNCBLOB_MPI_DEVICE_AWARE=1`

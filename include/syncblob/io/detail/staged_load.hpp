@@ -12,6 +12,7 @@
 #include <span>
 
 #include "../../blob.hpp"
+#include "../../core/error.hpp"
 #include "../../core/shape.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -23,8 +24,14 @@ class StagedLoad {
 public:
     using buffer_type = typename Blob<T, A>::buffer_type;
 
-    /// Fresh, unallocated storage of `shape` on `target`'s stream. \throws std::bad_alloc
+    /// Fresh, unallocated storage of `shape` on `target`'s stream. \throws std::bad_alloc;
+    /// StateError when `target`'s layout is fixed (`Blob::fix_layout`) and `shape` is not its shape.
     StagedLoad(const Blob<T, A>& target, const Shape& shape) {
+        if (target.layout_fixed() && (!target.has_shape() || shape != target.shape())) {
+            throw StateError("load: the file holds shape " + shape.to_string() + ", the blob " + target.shape_string() +
+                             ", whose shape and buffers are fixed by " + target.layout_owner() +
+                             " (such a blob loads only its own shape)");
+        }
         staged_.set_stream(target.stream());
         staged_.reshape(shape);
     }
@@ -46,8 +53,21 @@ public:
     }
 
     /// Gives `target` the staged shape and every part written; a part not written keeps reshape's
-    /// rule (kept when it fits, fresh otherwise).
-    void commit(Blob<T, A>& target) noexcept { target.commit(std::move(staged_), take_data_, take_diff_); }
+    /// rule (kept when it fits, fresh otherwise). A target whose layout is fixed keeps its buffers:
+    /// the parts written are copied into them (data, then diff), which needs no allocation where the
+    /// blob's memory exists; only a failing device could then leave the data copied and the diff not.
+    void commit(Blob<T, A>& target) {
+        if (target.layout_fixed()) {
+            if (take_data_) {
+                target.copy_from(staged_);
+            }
+            if (take_diff_) {
+                target.copy_from(staged_, true);
+            }
+            return;
+        }
+        target.commit(std::move(staged_), take_data_, take_diff_);
+    }
 
 private:
     Blob<T, A> staged_;

@@ -136,7 +136,7 @@ protected:
         if (size_ == 0 || (device_ != nullptr && !device_read_only_)) {
             return;
         }
-        void* block = Device::allocate(size_);
+        void* block = allocate_device_block();
         try {
             if (device_ != nullptr && preserve) {
                 Device::copy(block, device_, size_, CopyKind::device_to_device, stream_);
@@ -145,7 +145,11 @@ protected:
                 Device::fill(block, 0, size_, stream_);
             }
         } catch (...) {
-            Device::deallocate(block, size_);
+            if constexpr (StreamOrderedBackend<Device>) {  // the failed work was issued on stream_
+                Device::deallocate_async(block, size_, stream_);
+            } else {
+                Device::deallocate(block, size_);
+            }
             throw;
         }
         ++stats_.device_allocations;
@@ -153,6 +157,15 @@ protected:
         device_ = block;
         device_holding_.owned = true;
         device_holding_.device = Device::current_device();
+    }
+
+    // A device block of size_ bytes: on the buffer's stream when the backend allocates in stream order.
+    void* allocate_device_block() const {
+        if constexpr (StreamOrderedBackend<Device>) {
+            return Device::allocate_async(size_, stream_);
+        } else {
+            return Device::allocate(size_);
+        }
     }
 
     void release_host() const noexcept {

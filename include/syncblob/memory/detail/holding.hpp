@@ -124,23 +124,36 @@ struct DeviceHolding {
         return owned && points_into(p, block, bytes);
     }
 
+    /// Frees a block of the buffer's own that nothing else holds, as `release` says.
+    static void free_block(void* block, std::size_t bytes, typename Device::stream_type stream) noexcept {
+        if constexpr (StreamOrderedBackend<Device>) {
+            Device::deallocate_async(block, bytes, stream);
+        } else {
+            finish_before_free<Device>(stream);
+            Device::deallocate(block, bytes);
+        }
+    }
+
     /// Frees an owned block after the work issued on `stream` (kernels, copies) is done with it: a
     /// stream-ordered or caching allocator would otherwise hand the block out again while a kernel
-    /// still reads it (cudaFree only hides this by synchronising the whole device).
-    /// With holders, the block (and the keep-alive) goes to them instead, freed with the last one.
+    /// still reads it (cudaFree only hides this by synchronising the whole device). A
+    /// stream-ordered backend frees it on `stream` and the host does not wait; other backends free
+    /// it once the host has waited for `stream`.
+    /// With holders, the block (and the keep-alive) goes to them instead, freed with the last one
+    /// by the backend's synchronous `deallocate`: the holders' work runs on streams the buffer
+    /// cannot see, so only the host waiting here for the buffer's stream, and the backend's
+    /// synchronous free, can order it (see `Lent`).
     void release(void* block, std::size_t bytes, typename Device::stream_type stream) noexcept {
-        if (owned) {
-            finish_before_free<Device>(stream);
-        }
         if (lent) {
             if (owned) {
+                finish_before_free<Device>(stream);
                 lent->block = block;
                 lent->bytes = bytes;
             }
             lent->keep_alive = std::move(keep_alive);
             lent.reset();
         } else if (owned) {
-            Device::deallocate(block, bytes);
+            free_block(block, bytes, stream);
         }
         owned = false;
         keep_alive.reset();

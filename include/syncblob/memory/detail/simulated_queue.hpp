@@ -118,6 +118,7 @@ public:
         op.waits = std::exchange(s.next_waits, {});
         check_device(op, current_device);
         check_races(op);
+        check_freed(op);
         s.queue.push_back(std::move(op));
         return s.issued;
     }
@@ -227,6 +228,49 @@ public:
         }
         std::erase_if(history_, [&](const Access& a) { return overlap(a.range, block); });
         blocks_.erase(p);
+        freed_.erase(p);
+    }
+
+    // ---- the stream-ordered allocator (SimulatedAsyncDevice) ----
+
+    /// Queues the stream-ordered free of a block on `stream` and returns the point where `stream`
+    /// reaches it. Work on another stream that touches the block and is not ordered before the
+    /// free is a fault (the block could be handed out again while that work runs); so is work that
+    /// touches the block later, until `revive_block` hands it out again.
+    Point retire_block(const void* p, std::size_t bytes, int stream, int current_device) {
+        Operation op;
+        op.stream = stream;
+        op.what = "stream-ordered free of " + std::to_string(bytes) + " bytes at " + hex(p);
+        (void)issue(std::move(op), current_device);
+        Point at = record(stream);
+        const Range block{p, bytes == 0 ? 1 : bytes};
+        for (const auto& a : history_) {
+            if (a.stream != stream && overlap(a.range, block) && !happens_before(a.clock, at.clock)) {
+                fault("block " + hex(p) + " (" + std::to_string(bytes) + " bytes) freed on stream " +
+                      std::to_string(stream) + " while " + a.what + " on stream " + std::to_string(a.stream) +
+                      ", not ordered before the free, still uses it");
+                break;  // one fault per free
+            }
+        }
+        freed_[p] = Freed{block.bytes, stream};
+        return at;
+    }
+
+    /// The block freed by `retire_block` is handed out again: work may touch it.
+    void revive_block(const void* p) { freed_.erase(p); }
+
+    /// True when `stream`'s next operation runs after `p` (through `stream_wait`, or because the
+    /// host has waited for `p`): a block freed at `p` may then be handed to work on `stream`.
+    [[nodiscard]] bool follows(int stream, const Point& p) const {
+        if (p.stream < 0 || p.stream == stream) {
+            return true;
+        }
+        Clock known = host_clock_;
+        if (const auto it = streams_.find(stream); it != streams_.end()) {
+            merge(known, it->second.clock);
+        }
+        const auto it = known.find(p.stream);
+        return it != known.end() && it->second >= p.sequence;
     }
 
     /// True when an operation queued and not yet run (nor cancelled) reads or writes any of `r`.
@@ -315,6 +359,24 @@ private:
         }
     }
 
+    // Work that touches a block after its stream-ordered free (and before it is handed out again).
+    void check_freed(const Operation& op) {
+        for (const auto* ranges : {&op.reads, &op.writes}) {
+            for (const auto& r : *ranges) {
+                auto it = freed_.upper_bound(r.data);
+                if (it == freed_.begin()) {
+                    continue;
+                }
+                --it;
+                if (overlap(Range{it->first, it->second.bytes}, r)) {
+                    fault(op.what + " on stream " + std::to_string(op.stream) + " touches block " + hex(it->first) +
+                          " after its stream-ordered free on stream " + std::to_string(it->second.stream));
+                    return;  // one fault per operation
+                }
+            }
+        }
+    }
+
     // Accesses the host has waited for cannot race with anything issued from now on.
     void prune() {
         std::erase_if(history_, [&](const Access& a) { return happens_before(a.clock, host_clock_); });
@@ -322,6 +384,11 @@ private:
 
     std::map<int, StreamQueue> streams_;
     std::map<const void*, Block> blocks_;
+    struct Freed {
+        std::size_t bytes = 0;
+        int stream = 0;
+    };
+    std::map<const void*, Freed> freed_;  // blocks freed in stream order, not yet handed out again
     std::vector<Access> history_;
     Clock host_clock_;
     std::vector<std::string> faults_;
