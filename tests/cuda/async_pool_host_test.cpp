@@ -65,3 +65,24 @@ TEST_CASE("AsyncPool: a cuda::AsyncAllocator blob works on the host and its firs
     CHECK(blob.data_stats().device_allocations == 0);  // the failed access changed nothing
     CHECK(blob.host_data()[0] == 2.5f);
 }
+
+TEST_CASE("AsyncPool: a cuda::PooledAllocator blob takes its host block from cuda::PinnedPool",
+          "[cuda][pool][blob][no-device]") {
+    using Pool = syncblob::cuda::PinnedPool;
+    const auto before = Pool::stats();
+    {
+        syncblob::Blob<float, syncblob::cuda::PooledAllocator> blob({300});
+        blob.fill(1.5f);
+        CHECK(blob.host_data()[299] == 1.5f);
+        CHECK(Pool::stats().requests == before.requests + 1);
+        CHECK(Pool::stats().in_use_bytes == before.in_use_bytes + 1536);  // 1200 bytes: the 1536-byte class
+        const auto reason = syncblob::cuda::no_device_reason();
+        if (!reason) {
+            std::cout << "skipped: a CUDA device is present; this test checks machines without one" << std::endl;
+            return;
+        }
+        CHECK_THROWS_WITH(blob.mutable_device_data(), Catch::Contains("cuda::AsyncPool::allocate(1200 bytes)"));
+        CHECK(blob.host_data()[0] == 1.5f);
+    }
+    CHECK(Pool::stats().in_use_bytes == before.in_use_bytes);  // back in the pool, not leaked
+}

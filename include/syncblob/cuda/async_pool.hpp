@@ -299,6 +299,16 @@ struct AsyncAllocator {
 
 static_assert(SyncedAllocator<AsyncAllocator>);
 
+/// Both sides pooled: host blocks from `cuda::PinnedPool`, device blocks from `AsyncPool`.
+/// `Blob<float, cuda::PooledAllocator>` is the GPU blob for code that creates and destroys blobs
+/// every iteration (docs/allocators.md).
+struct PooledAllocator {
+    using host_allocator = PinnedPool;
+    using device_backend = AsyncPool;
+};
+
+static_assert(SyncedAllocator<PooledAllocator>);
+
 }  // namespace cuda
 
 SYNCBLOB_END_NAMESPACE
