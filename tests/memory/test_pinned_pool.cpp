@@ -456,6 +456,40 @@ TEST_CASE("PinnedPool: from 2 MiB a ready block of up to twice the class serves"
     CHECK(P::empty_cache() == 10 * MiB + 1536 + 1024);
 }
 
+TEST_CASE("PinnedPool: a miss from 2 MiB returns a ready block it outgrew, never a busy one", "[pinned_pool]") {
+    using P = Pool<10>;
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    const HostBlock a = P::allocate(4 * MiB);
+    P::deallocate(a);
+    const HostBlock b = P::allocate(6 * MiB);  // a miss: the cached 4 MiB block is outgrown
+    auto s = P::stats();
+    CHECK(s.reserved_bytes == 6 * MiB);  // not 10: the new block replaced the old one
+    CHECK(s.cached_bytes == 0);
+    CHECK(s.system_frees == 1);
+    CHECK(Upstream<10>::frees == 1);
+    P::deallocate(b);
+    const HostBlock c = P::allocate(4 * MiB);  // and serves the smaller class from the cache
+    CHECK(c.data == b.data);
+    CHECK(P::stats().cache_hits == 1);
+
+    // A block queued work still reads is never returned, whatever it was outgrown by.
+    const auto stream = SimulatedDevice::create_stream();
+    void* device = SimulatedDevice::allocate(3 * MiB);
+    const HostBlock d = P::allocate(3 * MiB);  // class 4 MiB
+    SimulatedDevice::copy_async(device, d.data, 3 * MiB, CopyKind::host_to_device, stream);
+    P::deallocate(d, stream);
+    const HostBlock e = P::allocate(7 * MiB);  // class 8 MiB: the 4 MiB block is outgrown but busy
+    s = P::stats();
+    CHECK(s.system_frees == 1);
+    CHECK(s.reserved_bytes == 6 * MiB + 4 * MiB + 8 * MiB);
+    SimulatedDevice::synchronize();
+    P::deallocate(c);
+    P::deallocate(e);
+    SimulatedDevice::deallocate(device, 3 * MiB);
+    CHECK(P::empty_cache() == 18 * MiB);
+    CHECK(SimulatedDevice::faults().empty());
+}
+
 TEST_CASE("Blob<float, SimulatedPooled>: push asynchronously, destroy, reallocate from the cache",
           "[pinned_pool][blob]") {
     using Pool = syncblob::SimulatedPooled::host_allocator;

@@ -65,15 +65,18 @@ concept StreamAwareHostAllocator = HostAllocator<A> && DeviceBackend<Device> &&
 /// - A request is rounded to its size class (`pinned_pool_size_class`); a freed block is cached and
 ///   handed out again for a request of the same class or, for classes of 2 MiB and more, of a class
 ///   at least half as large (the smallest such block is taken): a batch smaller than the last one
-///   reuses its blocks instead of adding blocks of its own.
+///   reuses its blocks instead of adding blocks of its own. A request of 2 MiB or more that finds
+///   nothing to reuse first returns one ready cached block it outgrew (a class from half its own up
+///   to below it), so a larger batch replaces the last one's blocks instead of piling up beside them.
 /// - Reuse is gated on device work: `deallocate(block, stream)` records an event on `stream`, and
 ///   `record_use(p, stream)` one on every other stream that uses the block; a cached block is
 ///   handed out again only once `Device::query` says every one of them is reached. So a block an
 ///   asynchronous copy still reads is never given to a new owner who would overwrite it.
 /// - `set_cap(bytes)` bounds the bytes held from `Upstream`: an allocation that would exceed it first
 ///   returns cached blocks whose work is done to `Upstream` (least recently given back first); if
-///   that cannot make room it throws `std::bad_alloc` and changes nothing. Otherwise the pool keeps
-///   what it caches until `empty_cache()`, which returns every cached block whose work is done.
+///   that cannot make room it throws `std::bad_alloc` and changes nothing. Otherwise, apart from
+///   outgrown blocks, the pool keeps what it caches until `empty_cache()`, which returns every cached block whose work
+///   is done.
 /// - A block keeps the `HostBlock` `Upstream` gave (its `kind`) and goes back to `Upstream` as it is.
 /// - Deallocating memory the pool did not hand out (or a block twice) is ignored and counted in
 ///   `foreign_deallocations()`: `deallocate` is noexcept, and handing such memory to `Upstream`
@@ -97,8 +100,8 @@ public:
     /// a cached block of the same class whose work is done, else a new one from `Upstream`. A
     /// zero-byte request returns an empty block and counts nothing.
     /// \throws std::bad_alloc when the cap or `Upstream` refuses (the pool is then as it was,
-    /// except that when `Upstream` fails, the cached blocks whose work is done were returned to it
-    /// before the one retry).
+    /// except that when `Upstream` fails, an outgrown block and the cached blocks whose work is done
+    /// were returned to it before the one retry).
     [[nodiscard]] static HostBlock allocate(std::size_t bytes) {
         if (bytes == 0) {
             return {};
@@ -111,7 +114,10 @@ public:
         if (take_cached(s, size, size < large_classes ? size : 2 * size, bytes)) {
             return hand_out(s, s.in_use.back(), bytes);
         }
-        make_room(s, size);
+        make_room(s, size);  // throws before anything changes
+        if (size >= large_classes) {
+            release_outgrown(s, size);
+        }
         HostBlock fresh = allocate_upstream(s, size);
         try {
             s.in_use.emplace_back();
@@ -402,6 +408,27 @@ private:
             }
         }
         return false;
+    }
+
+    // A request of a large class that missed the cache returns one ready cached block it outgrew
+    // (of the largest class from half of `size` up to below it, the least recently given back): the
+    // new block serves that class as well, so a batch larger than the last one replaces the last
+    // one's blocks instead of piling up beside them.
+    static void release_outgrown(State& s, std::size_t size) {
+        auto cls = s.cached.lower_bound(size);
+        while (cls != s.cached.begin()) {
+            --cls;
+            if (cls->first < size / 2) {
+                return;
+            }
+            auto& free_list = cls->second;
+            for (auto it = free_list.begin(); it != free_list.end(); ++it) {  // oldest first
+                if (work_done(*it)) {
+                    release(s, free_list, it);
+                    return;
+                }
+            }
+        }
     }
 
     // Under the cap, a new block of `size` bytes must fit once cached blocks whose work is done are
