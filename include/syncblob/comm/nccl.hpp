@@ -182,7 +182,10 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce re
 template <NcclElement T, NcclAllocator A>
 CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root) {
     constexpr std::string_view op = "nccl::broadcast_data";
-    const auto [rank, size] = detail::rank_and_size(comm, op);
+    // Plain variables, not a structured binding: the lambda below captures `rank` (clang 14 cannot).
+    const auto rank_size = detail::rank_and_size(comm, op);
+    const int rank = rank_size.first;
+    const int size = rank_size.second;
     if (root < 0 || root >= size) {
         throw IndexError(std::string(op) + ": root " + std::to_string(root) +
                          " is not a rank of the communicator [0, " + std::to_string(size) + ")");
