@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <new>
 #include <random>
 #include <string_view>
@@ -225,7 +227,7 @@ TEST_CASE("PinnedPool gates reuse on every stream recorded with record_use", "[p
 TEST_CASE("PinnedPool never hands out a block queued work touches (random traffic, every seed)",
           "[pinned_pool][gating][stress]") {
     using P = Pool<4>;
-    constexpr std::array<std::size_t, 5> sizes{100, 512, 700, 4 * KiB, 20 * KiB};
+    constexpr std::array<std::size_t, 7> sizes{100, 512, 700, 4 * KiB, 20 * KiB, 1536 * KiB, 3 * MiB};
     struct Live {
         HostBlock block;
         unsigned char value;
@@ -247,7 +249,8 @@ TEST_CASE("PinnedPool never hands out a block queued work touches (random traffi
         std::vector<Live> live;
         std::vector<Delivery> deliveries;
         std::size_t wrong_deliveries = 0;
-        std::uint64_t touched = 0;  // allocations handed a block queued work touches (must stay 0)
+        std::uint64_t touched = 0;   // allocations handed a block queued work touches (must stay 0)
+        std::uint64_t overlaps = 0;  // allocations overlapping a live block (must stay 0)
         auto check_deliveries = [&] {
             for (const auto& d : deliveries) {
                 const auto* p = static_cast<const unsigned char*>(d.device);
@@ -266,6 +269,13 @@ TEST_CASE("PinnedPool never hands out a block queued work touches (random traffi
                 const HostBlock block = P::allocate(bytes);
                 if (SimulatedDevice::queued_work_touches(block.data, P::size_class(bytes))) {
                     ++touched;
+                }
+                const auto* begin = static_cast<const unsigned char*>(block.data);
+                for (const auto& other : live) {  // carved blocks never overlap
+                    const auto* o = static_cast<const unsigned char*>(other.block.data);
+                    if (std::less<>{}(begin, o + other.block.bytes) && std::less<>{}(o, begin + bytes)) {
+                        ++overlaps;
+                    }
                 }
                 const unsigned char value = next_value++;
                 std::memset(block.data, value, bytes);  // the new owner writes its whole block
@@ -295,6 +305,7 @@ TEST_CASE("PinnedPool never hands out a block queued work touches (random traffi
         SimulatedDevice::synchronize();
         check_deliveries();
         CHECK(touched == 0);
+        CHECK(overlaps == 0);
         CHECK(wrong_deliveries == 0);  // every copy delivered what its block held when it was issued
         CHECK(SimulatedDevice::faults().empty());
         const auto s = P::stats();
@@ -396,24 +407,25 @@ TEST_CASE("PinnedPool ignores and counts memory it did not hand out, and blocks 
 TEST_CASE("PinnedPool returns ready cached blocks and retries once when its upstream runs out", "[pinned_pool]") {
     using Counting = syncblob_test::CountingHost<Upstream<8>>;
     using P = syncblob::PinnedPool<Counting, SimulatedDevice>;
+    P::set_headroom(std::numeric_limits<double>::infinity());  // only a failing upstream returns blocks here
     const HostBlock x = P::allocate(64 * KiB);
     const HostBlock y = P::allocate(2 * KiB);
     P::deallocate(y);
     P::deallocate(x);  // both cached and ready
     {
         const syncblob_test::FailHostAllocation<Counting> fail(1);
-        const HostBlock b = P::allocate(5 * KiB);  // fails once, returns both cached blocks, succeeds
+        const HostBlock b = P::allocate(65 * KiB);  // no cached block fits: fails once, returns both, succeeds
         CHECK(b.data != nullptr);
         P::deallocate(b);
     }
     auto s = P::stats();
     CHECK(s.system_frees == 2);
     CHECK(s.system_allocations == 3);
-    CHECK(s.reserved_bytes == 5 * KiB);
+    CHECK(s.reserved_bytes == 65 * KiB);
     {
         const syncblob_test::FailHostAllocation<Counting> fail(1);
         const auto before = P::stats();
-        const HostBlock c = P::allocate(7 * KiB);  // returns the 5 KiB block and retries: succeeds
+        const HostBlock c = P::allocate(70 * KiB);  // returns the 65 KiB block and retries: succeeds
         CHECK(P::stats().system_frees == before.system_frees + 1);
         P::deallocate(c);
     }
@@ -427,66 +439,146 @@ TEST_CASE("PinnedPool returns ready cached blocks and retries once when its upst
     CHECK(Counting::live() == 0);
 }
 
-TEST_CASE("PinnedPool: from 2 MiB a ready block of up to twice the class serves", "[pinned_pool]") {
+TEST_CASE("PinnedPool carves a request from the smallest cached block that fits; blocks given back merge",
+          "[pinned_pool][segments]") {
     using P = Pool<9>;
     const HostBlock a = P::allocate(8 * MiB);
+    auto* const base = static_cast<unsigned char*>(a.data);
     P::deallocate(a);
-    const HostBlock b = P::allocate(5 * MiB);  // class 6 MiB: the cached 8 MiB block serves
-    CHECK(b.data == a.data);
+    const HostBlock b = P::allocate(3 * MiB);  // class 4 MiB, carved from the cached 8 MiB segment
+    CHECK(b.data == base);
+    CHECK(b.kind == Upstream<9>::kind);
     auto s = P::stats();
-    CHECK(s.in_use_bytes == 8 * MiB);  // counted at the block's size
-    CHECK(s.requested_bytes == 5 * MiB);
+    CHECK(s.in_use_bytes == 4 * MiB);  // counted at the class, the rest stays cached
+    CHECK(s.cached_bytes == 4 * MiB);
+    CHECK(s.reserved_bytes == 8 * MiB);
     CHECK(s.cache_hits == 1);
-    P::deallocate(b);
-    const HostBlock c = P::allocate(3 * MiB);  // class 4 MiB: 8 MiB is at most twice as large
-    CHECK(c.data == a.data);
+    const HostBlock c = P::allocate(MiB + 1);  // class 2 MiB: from what was left
+    const HostBlock d = P::allocate(2 * MiB);
+    CHECK(c.data == base + 4 * MiB);
+    CHECK(d.data == base + 6 * MiB);
+    CHECK(d.kind == Upstream<9>::kind);
+    CHECK(P::stats().cached_bytes == 0);
+    const HostBlock e = P::allocate(2 * MiB);  // nothing left: a new segment
+    CHECK(P::stats().system_allocations == 2);
     P::deallocate(c);
-    const HostBlock d = P::allocate(MiB + 1);  // class 2 MiB: the 8 MiB block is too large to serve
-    CHECK(d.data != a.data);
-    CHECK(P::stats().reserved_bytes == 10 * MiB);
+    P::deallocate(b);                          // merges with c's block after it
+    P::deallocate(d);                          // merges with both before it: the segment is whole again
+    const HostBlock f = P::allocate(7 * MiB);  // class 8 MiB: only a whole segment serves it
+    CHECK(f.data == base);
+    s = P::stats();
+    CHECK(s.system_allocations == 2);
+    CHECK(s.cache_hits == 4);
+    CHECK(s.reserved_bytes == 10 * MiB);
 
-    // Under 2 MiB classes are exact: a cached 1536-byte block does not serve a 600-byte request.
-    const HostBlock e = P::allocate(1500);
-    P::deallocate(e);
-    const HostBlock f = P::allocate(600);
-    CHECK(f.data != e.data);
-    CHECK(P::stats().cached_bytes == 8 * MiB + 1536);
-    P::deallocate(d);
+    // Under 1 MiB the same, from segments of their own: a small request never splits a large segment.
+    P::set_headroom(std::numeric_limits<double>::infinity());  // keep e's segment cached
+    P::deallocate(e);                                          // a whole 2 MiB segment, cached
+    const HostBlock g = P::allocate(1500);                     // class 1536: a new small segment
+    P::deallocate(g);
+    const HostBlock h = P::allocate(600);  // class 1024, carved from g's segment
+    const HostBlock i = P::allocate(512);  // the rest of it
+    CHECK(h.data == g.data);
+    CHECK(i.data == static_cast<unsigned char*>(g.data) + 1024);
+    CHECK(P::stats().system_allocations == 3);
+    P::deallocate(i);
+    P::deallocate(h);
     P::deallocate(f);
-    CHECK(P::empty_cache() == 10 * MiB + 1536 + 1024);
+    CHECK(P::stats().in_use_bytes == 0);
+    P::set_headroom(0.125);
+    CHECK(P::empty_cache() == 10 * MiB + 1536);
+    CHECK(Upstream<9>::frees == 3);  // every segment once, whole
+    CHECK(P::foreign_deallocations() == 0);
 }
 
-TEST_CASE("PinnedPool: a miss from 2 MiB returns a ready block it outgrew, never a busy one", "[pinned_pool]") {
+TEST_CASE("PinnedPool merges a block given back on a stream only once its work is done", "[pinned_pool][segments]") {
     using P = Pool<10>;
     const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
-    const HostBlock a = P::allocate(4 * MiB);
-    P::deallocate(a);
-    const HostBlock b = P::allocate(6 * MiB);  // a miss: the cached 4 MiB block is outgrown
-    auto s = P::stats();
-    CHECK(s.reserved_bytes == 6 * MiB);  // not 10: the new block replaced the old one
-    CHECK(s.cached_bytes == 0);
-    CHECK(s.system_frees == 1);
-    CHECK(Upstream<10>::frees == 1);
-    P::deallocate(b);
-    const HostBlock c = P::allocate(4 * MiB);  // and serves the smaller class from the cache
-    CHECK(c.data == b.data);
-    CHECK(P::stats().cache_hits == 1);
-
-    // A block queued work still reads is never returned, whatever it was outgrown by.
+    const HostBlock whole = P::allocate(8 * MiB);
+    auto* const base = static_cast<unsigned char*>(whole.data);
+    P::deallocate(whole);
+    const HostBlock x = P::allocate(4 * MiB);
+    const HostBlock y = P::allocate(4 * MiB);
+    REQUIRE(y.data == base + 4 * MiB);
+    std::memset(y.data, 5, 4 * MiB);
     const auto stream = SimulatedDevice::create_stream();
-    void* device = SimulatedDevice::allocate(3 * MiB);
-    const HostBlock d = P::allocate(3 * MiB);  // class 4 MiB
-    SimulatedDevice::copy_async(device, d.data, 3 * MiB, CopyKind::host_to_device, stream);
-    P::deallocate(d, stream);
-    const HostBlock e = P::allocate(7 * MiB);  // class 8 MiB: the 4 MiB block is outgrown but busy
-    s = P::stats();
-    CHECK(s.system_frees == 1);
-    CHECK(s.reserved_bytes == 6 * MiB + 4 * MiB + 8 * MiB);
+    void* device = SimulatedDevice::allocate(4 * MiB);
+    SimulatedDevice::copy_async(device, y.data, 4 * MiB, CopyKind::host_to_device, stream);
+    P::deallocate(y, stream);                  // the copy has not run: y stays pending
+    P::deallocate(x);                          // ready, but its neighbour is not
+    CHECK(P::empty_cache() == 0);              // the segment is not whole: nothing goes back
+    const HostBlock z = P::allocate(8 * MiB);  // cannot be served by x and y merged: a new segment
+    CHECK(z.data != whole.data);
+    CHECK_FALSE(SimulatedDevice::queued_work_touches(z.data, 8 * MiB));
+    const HostBlock w = P::allocate(4 * MiB);  // x's block is ready and serves
+    CHECK(w.data == base);
+    std::memset(w.data, 9, 4 * MiB);
+    P::deallocate(w);
     SimulatedDevice::synchronize();
-    P::deallocate(c);
+    CHECK(static_cast<unsigned char*>(device)[4 * MiB - 1] == 5);  // the copy read y as it was given back
+    P::deallocate(z);
+    const HostBlock v = P::allocate(8 * MiB);  // now x and y merged: the older segment serves (best fit, by address)
+    CHECK((v.data == whole.data || v.data == z.data));
+    P::deallocate(v);
+    SimulatedDevice::deallocate(device, 4 * MiB);
+    CHECK(P::empty_cache() == 16 * MiB);
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("PinnedPool keeps at most (1 + headroom) times the most ever requested; idle segments go back first",
+          "[pinned_pool][segments]") {
+    using P = Pool<11>;
+    using Up = Upstream<11>;
+    const SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
+    CHECK(P::headroom() == 0.125);
+    const HostBlock a = P::allocate(4 * MiB);
+    const HostBlock b = P::allocate(6 * MiB);
+    P::deallocate(a);  // used less recently than b
+    P::deallocate(b);
+    // 12 MiB fits no cached block; a new segment would make 22 MiB reserved against a bound of
+    // 1.125 x 12 MiB: a (the least recently used) and then b go back.
+    const HostBlock c = P::allocate(12 * MiB);
+    auto s = P::stats();
+    CHECK(s.reserved_bytes == 12 * MiB);
+    CHECK(s.system_frees == 2);
+    CHECK(Up::frees == 2);
+
+    // Under the bound nothing goes back: 14 MiB requested at once now (12 + 2).
+    const HostBlock d = P::allocate(2 * MiB);
+    P::deallocate(d);
+    P::deallocate(c);                          // 14 MiB cached in two segments
+    const HostBlock e = P::allocate(MiB + 1);  // served by d's segment
+    CHECK(e.data == d.data);
     P::deallocate(e);
-    SimulatedDevice::deallocate(device, 3 * MiB);
-    CHECK(P::empty_cache() == 18 * MiB);
+
+    // A segment queued work still uses stays, whatever the bound.
+    P::set_headroom(0.0);
+    const auto stream = SimulatedDevice::create_stream();
+    const HostBlock f = P::allocate(12 * MiB);
+    CHECK(f.data == c.data);
+    void* device = SimulatedDevice::allocate(MiB);
+    SimulatedDevice::copy_async(device, f.data, MiB, CopyKind::host_to_device, stream);
+    P::deallocate(f, stream);
+    const HostBlock g = P::allocate(14 * MiB);  // d's 2 MiB segment is idle and goes; f's is busy and stays
+    s = P::stats();
+    CHECK(s.system_frees == 3);
+    CHECK(s.reserved_bytes == 12 * MiB + 14 * MiB);
+    SimulatedDevice::synchronize();
+
+    // Infinity: nothing is given back for the headroom.
+    P::set_headroom(std::numeric_limits<double>::infinity());
+    P::deallocate(g);
+    const HostBlock h = P::allocate(16 * MiB);
+    CHECK(P::stats().reserved_bytes == 42 * MiB);
+    P::deallocate(h);
+
+    CHECK_THROWS_AS(P::set_headroom(-0.5), syncblob::StateError);
+    CHECK_THROWS_WITH(P::set_headroom(std::numeric_limits<double>::quiet_NaN()),
+                      Catch::Matchers::Contains("set_headroom") && Catch::Matchers::Contains("expected a fraction"));
+    CHECK(P::headroom() == std::numeric_limits<double>::infinity());
+    P::set_headroom(0.125);
+    SimulatedDevice::deallocate(device, MiB);
+    CHECK(P::empty_cache() == 42 * MiB);
     CHECK(SimulatedDevice::faults().empty());
 }
 
