@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <new>
 #include <random>
@@ -265,10 +266,14 @@ void report_trace(benchmark::State& state, std::size_t peak_reserved, std::size_
     state.counters["system_allocations"] = static_cast<double>(system_allocations);
 }
 
-template <int Varying>
+/// Through PinnedPool with its default headroom (Bounded) or with the headroom rule off.
+template <int Varying, bool Bounded = true>
 void BM_trace_pinned_pool(benchmark::State& state) {
-    using Pool = PinnedPool<TraceUpstream<Varying>, NoDevice>;
+    using Pool = PinnedPool<TraceUpstream<Varying + (Bounded ? 0 : 2)>, NoDevice>;
     const auto trace = training_trace(Varying != 0);
+    if (!Bounded) {
+        Pool::set_headroom(std::numeric_limits<double>::infinity());
+    }
     PoolStats s;
     for (auto _ : state) {
         (void)Pool::empty_cache();
@@ -322,6 +327,9 @@ void BM_trace_power_of_two_pool(benchmark::State& state) {
 // Argument 1: batch sizes vary from iteration to iteration; 0: every batch is 64.
 BENCHMARK(BM_trace_pinned_pool<1>)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_trace_pinned_pool<0>)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3);
+// The same with the headroom rule off (segments and merging alone).
+BENCHMARK_TEMPLATE(BM_trace_pinned_pool, 1, false)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_TEMPLATE(BM_trace_pinned_pool, 0, false)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_trace_power_of_two_pool)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // The console output, then each allocate/free path's time over the pool's, from this run.
