@@ -41,6 +41,28 @@ int main() {
     print("another", Pool::stats());
     // [blob]
 
+    // [segments]
+    // One segment serves every size up to its own: a block given back is carved for smaller requests,
+    // and the pieces merge again when they come back.
+    const void* segment = nullptr;
+    {
+        sb::Blob<float, sb::SimulatedPooled> batch64{64, 65536};  // 16 MiB: a new segment
+        batch64.fill(0.5f);
+        segment = batch64.host_data().data();
+    }
+    {
+        sb::Blob<float, sb::SimulatedPooled> batch24{24, 65536};  // 6 MiB, carved from it
+        sb::Blob<float, sb::SimulatedPooled> batch36{36, 65536};  // 9 MiB (class 10 MiB), from the rest
+        batch24.fill(1.0f);
+        batch36.fill(1.0f);
+        std::cout << "carved from the 16 MiB segment: " << (batch24.host_data().data() == segment ? "yes" : "no")
+                  << ", " << (batch36.host_data().data() == batch24.host_data().data() + 24 * 65536 ? "yes" : "no")
+                  << '\n';
+        print("two smaller batches", Pool::stats());
+    }
+    print("both destroyed", Pool::stats());
+    // [segments]
+
     // [gating]
     // A block handed back on a stream is not handed out again until the work issued there is done.
     const auto stream = Device::create_stream();
