@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <syncblob/memory/pinned_pool.hpp>
 #include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
 
@@ -328,4 +329,42 @@ TEST_CASE("A held device block is freed after its holders, its stream's work fin
     holder.reset();
     CHECK(pool.stats().in_use_bytes == 0);
     CHECK(Device::faults().empty());
+}
+
+// ---- Both sides pooled: host blocks from PinnedPool, device blocks in stream order --------------------
+
+TEST_CASE("A buffer destroyed during its asynchronous push gives both blocks back on its stream, unwaited",
+          "[memory][pool][buffer][pinned_pool]") {
+    using HostPool = syncblob::PinnedPool<syncblob::AlignedAllocator, Device>;
+    using PooledBuffer = syncblob::SyncedBuffer<HostPool, Device>;
+    STATIC_REQUIRE(syncblob::StreamAwareHostAllocator<HostPool, Device>);
+    const FreshPool pool;
+    (void)HostPool::empty_cache();
+    const auto s = Device::create_stream();
+    const auto t = Device::create_stream();
+    std::vector<unsigned char> out(n, 0);
+    const void* host = nullptr;
+    {
+        PooledBuffer b(n);
+        b.set_stream(s);
+        std::memset(b.mutable_host_data(), 6, n);
+        host = b.host_data();
+        b.push_to_device_async(t);  // on another stream than the buffer's
+        Device::copy_async(out.data(), b.device_data(), n, CopyKind::device_to_host, s);  // s waits for t's push
+    }
+    // Nothing has run: the host did not wait for the push, and the pool keeps the host block from a
+    // new owner while the push still reads it.
+    CHECK(Device::queued_work_touches(host, n));
+    CHECK(out[0] == 0);
+    const syncblob::HostBlock other = HostPool::allocate(n);
+    CHECK(other.data != host);
+    std::memset(other.data, 9, n);
+    HostPool::deallocate(other);
+    Device::synchronize();
+    CHECK(out[0] == 6);  // what the buffer held when it pushed
+    CHECK(out[n - 1] == 6);
+    CHECK(Device::faults().empty());
+    CHECK(HostPool::stats().in_use_bytes == 0);
+    CHECK(HostPool::foreign_deallocations() == 0);
+    CHECK(HostPool::empty_cache() == 2 * HostPool::size_class(n));  // the push is done: its block is free again
 }

@@ -308,6 +308,10 @@ struct PooledAllocator {
 };
 
 static_assert(SyncedAllocator<PooledAllocator>);
+// So a buffer destroyed during its own asynchronous copy gives both blocks back on its stream
+// instead of waiting (SyncedBuffer's destructor).
+static_assert(StreamOrderedBackend<PooledAllocator::device_backend> &&
+              StreamAwareHostAllocator<PooledAllocator::host_allocator, PooledAllocator::device_backend>);
 
 }  // namespace cuda
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "../core/config.hpp"
+#include "device_backend.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -59,5 +60,16 @@ struct AlignedAllocator {
 };
 
 static_assert(HostAllocator<AlignedAllocator>);
+
+/// A host allocator that also takes a block back "after the work issued so far on `stream`"
+/// (`deallocate(block, stream)`) and learns of other streams that use a block (`record_use`), so
+/// it hands the block out again only when that work is done instead of making the caller wait.
+template <class A, class Device>
+concept StreamAwareHostAllocator = HostAllocator<A> && DeviceBackend<Device> &&
+    requires(HostBlock block, const void* p, typename Device::stream_type stream) {
+    { A::deallocate(block, stream) }
+    noexcept;
+    A::record_use(p, stream);
+};
 
 SYNCBLOB_END_NAMESPACE

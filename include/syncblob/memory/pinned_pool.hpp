@@ -33,17 +33,6 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-/// A host allocator that also takes a block back "after the work issued so far on `stream`"
-/// (`deallocate(block, stream)`) and learns of other streams that use a block (`record_use`), so
-/// it hands the block out again only when that work is done instead of making the caller wait.
-template <class A, class Device>
-concept StreamAwareHostAllocator = HostAllocator<A> && DeviceBackend<Device> &&
-    requires(HostBlock block, const void* p, typename Device::stream_type stream) {
-    { A::deallocate(block, stream) }
-    noexcept;
-    A::record_use(p, stream);
-};
-
 /// Size classes of `PinnedPool`: a request under 1 MiB rounds up to a multiple of 512 bytes, a
 /// larger one to a multiple of 2 MiB (a power-of-two pool would round 1.1 MiB to 2 MiB and 33 MiB to
 /// 64 MiB). Zero stays zero. \throws std::bad_alloc for a size no block can have.

@@ -44,8 +44,26 @@ public:
     SyncedBuffer(const SyncedBuffer&) = delete;
     SyncedBuffer& operator=(const SyncedBuffer&) = delete;
 
-    /// Waits for a pending asynchronous copy, then frees what the buffer owns (never what it borrowed).
+    /// Frees what the buffer owns (never what it borrowed) once a pending asynchronous copy no longer
+    /// needs it. Where the device backend frees in stream order and the host allocator takes blocks
+    /// back on a stream (`StreamOrderedBackend`, `StreamAwareHostAllocator`: `cuda::PooledAllocator`),
+    /// the buffer's stream waits for the copy and both blocks are given back on it: the host does
+    /// not wait. Otherwise the host waits for the copy first.
     ~SyncedBuffer() {
+        if constexpr (StreamOrderedBackend<Device> && StreamAwareHostAllocator<HostAlloc, Device>) {
+            // Only a block of the buffer's own that nothing else holds: borrowed or lent memory
+            // may be freed by others as soon as the buffer lets go of it.
+            if (pending_.for_host() && host_holding_.owned.data != nullptr && !host_holding_.lent) {
+                try {
+                    pending_.order_own_stream(stream_);
+                    host_holding_.template release_after<Device>(stream_);
+                    release_host();
+                    release_device();
+                    return;
+                } catch (...) {  // the stream cannot wait: the host does, below
+                }
+            }
+        }
         try {
             wait_host_unlocked();
         } catch (...) {  // a failing device cannot be waited on; the memory is freed all the same

@@ -70,6 +70,18 @@ struct HostHolding {
         owned = block;
     }
 
+    /// Releases the side like `release`, but an owned block nothing else holds goes back to the
+    /// allocator "after the work issued so far on `stream`", which the caller does not wait for.
+    template <DeviceBackend Device>
+    requires StreamAwareHostAllocator<HostAlloc, Device>
+    void release_after(typename Device::stream_type stream) noexcept {
+        if (!lent && registered == nullptr && owned.data != nullptr) {
+            HostAlloc::deallocate(owned, stream);
+            owned = {};
+        }
+        release();
+    }
+
     void release() noexcept {
         if (registered != nullptr) {  // before the keep-alive below may free the memory
             unregister(registered);
