@@ -19,11 +19,14 @@
 // offers); "syncblob-forced/2t" (N >= 2^12) the blob-level call split over two threads whatever
 // its size against the same call on one (where the split starts to pay: the split rule's
 // evidence); "syncblob-vs-raw/1t" (N <= 2^16) the blob-level call against the raw kernel on the
-// same memory (the blob's fixed cost per call). Op "access" is the steady-state host_data() cost
+// same memory (the blob's fixed cost per call); "handover/f32|f64/pool-vs-helper/2t" (N = 2^12 .. 2^16)
+// the two halves of the read probe run through syncblob's worker pool against the same halves on
+// the limit's helper thread (the pool's own hand-over cost). Op "access" is the steady-state host_data() cost
 // against a raw pointer. benchmarks/report.py turns the JSON into tables.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -598,6 +601,27 @@ void bench_op_threads(benchmark::State& state, Op op, std::int64_t n) {
         bytes_per_call<T>(pattern_of(op), n));
 }
 
+// syncblob's worker pool against the limit's bare helper thread, both running the two halves of the
+// same probe: the ratio is the helper's time over the pool's, so the pool's own cost of handing a
+// part to a worker and collecting it shows as a ratio under 1.
+template <class T>
+void bench_handover(benchmark::State& state, std::int64_t n) {
+    auto& pool = Pool<T>::get();
+    const std::size_t count = static_cast<std::size_t>(n);
+    const std::size_t half = count / 2 / 16 * 16;
+    const auto through_pool = [&pool, count, half] {
+        std::array<std::uint64_t, 2> sums{};
+        syncblob::parallel::run(2u, [&](unsigned part) {
+            sums[part] = syncblob_bench::bandwidth_probe(Pattern::read1, sizeof(T), pool.x, pool.y, pool.z,
+                                                         part == 0 ? 0 : half, part == 0 ? half : count);
+        });
+        benchmark::DoNotOptimize(sums[0] + sums[1]);
+        benchmark::ClobberMemory();
+    };
+    const Settings settings(2, true, false);
+    paired(state, through_pool, probe<T>(Pattern::read1, n, 2), bytes_per_call<T>(Pattern::read1, n));
+}
+
 // The probe against itself on one thread (the method's own scatter: ideally 1), or on two threads
 // against one (the speed-up the machine offers).
 template <class T>
@@ -660,6 +684,11 @@ void register_size(int log2n) {
         }
         if (log2n <= 16) {  // where a call is short enough for its fixed cost to show
             benchmark::RegisterBenchmark(name(op_name(op), "syncblob-vs-raw", 1).c_str(), bench_blob_overhead<T>, op, n)
+                ->UseManualTime()
+                ->Iterations(pairs_per_row);
+        }
+        if (log2n >= 12 && log2n <= 16 && op == Op::asum) {  // where a hand-over is a large share of a call
+            benchmark::RegisterBenchmark(name("handover", "pool-vs-helper", 2).c_str(), bench_handover<T>, n)
                 ->UseManualTime()
                 ->Iterations(pairs_per_row);
         }
