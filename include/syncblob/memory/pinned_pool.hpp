@@ -4,21 +4,15 @@
 /// \file
 /// `PinnedPool`: a caching host allocator over another (page-locked memory, typically), with size
 /// classes that waste little, reuse gated on the device work that used a block, statistics, a cap
-/// and `empty_cache()`. `StreamAwareHostAllocator`: a host allocator that can take a block back
-/// while device work issued on a stream may still use it.
+/// and `empty_cache()`. Its segments and blocks are kept in detail/pool_segments.hpp.
 
 #include <algorithm>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <iterator>
 #include <limits>
-#include <map>
-#include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +20,7 @@
 
 #include "../core/error.hpp"
 #include "allocator.hpp"
+#include "detail/pool_segments.hpp"
 #include "device_backend.hpp"
 #include "host_allocator.hpp"
 #include "pool_stats.hpp"
@@ -109,41 +104,31 @@ public:
         auto& s = state();
         std::lock_guard lock(s.mutex);
         settle_pending(s);
-        s.pending.reserve(s.index.size() + 2);  // room for every block, so give_back never allocates
-        FreeSet& free = free_set(s, size);
-        if (const auto fit = free.lower_bound(FreeKey{size, nullptr}); fit != free.end()) {
-            Block& b = *fit->block;
-            carve(s, free, fit, size);
-            b.requested = bytes;
+        s.pending.reserve(s.segments.blocks() + 2);  // room for every block, so give_back never allocates
+        if (Block* fit = s.segments.best_fit(size)) {
+            s.segments.take(*fit, size);
+            fit->requested = bytes;
             s.stats.cached_bytes -= size;
             s.stats.in_use_bytes += size;
             ++s.stats.cache_hits;
-            return hand_out(s, b, bytes);
+            return hand_out(s, *fit, bytes);
         }
         make_room(s, size);  // throws before anything changes
         keep_headroom(s, size, bytes);
-        auto block = std::make_unique<Block>();
-        block->node = make_node();
-        block->uses.reserve(1);  // deallocate(block, stream) records into it without allocating
         const HostBlock fresh = allocate_upstream(s, size);
-        Block& b = *block;
-        b.upstream = fresh;
-        b.kind = fresh.kind;
-        b.data = static_cast<std::byte*>(fresh.data);
-        b.size = size;
-        b.requested = bytes;
-        b.where = Where::in_use;
+        Block* b = nullptr;
         try {
-            s.index.emplace(b.data, std::move(block));
+            b = &s.segments.add_segment(fresh, size);
         } catch (...) {
             Upstream::deallocate(fresh);
             throw;
         }
+        b->requested = bytes;
         ++s.stats.system_allocations;
         s.stats.in_use_bytes += size;
         s.stats.reserved_bytes += size;
         s.stats.peak_reserved_bytes = std::max(s.stats.peak_reserved_bytes, s.stats.reserved_bytes);
-        return hand_out(s, b, bytes);
+        return hand_out(s, *b, bytes);
     }
 
     /// Takes a block back for reuse; work recorded with `record_use` still gates it. Memory the
@@ -164,12 +149,8 @@ public:
     static void record_use(const void* p, stream_type stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        auto it = s.index.upper_bound(p);
-        Block* found = nullptr;
-        if (it != s.index.begin()) {
-            found = std::prev(it)->second.get();
-        }
-        if (found == nullptr || found->where != Where::in_use || !contains(*found, p)) {
+        Block* found = s.segments.containing(p);
+        if (found == nullptr || found->state != BlockState::in_use) {
             throw StateError("PinnedPool::record_use: " + describe(p) + " is not in a block the pool has handed out");
         }
         add_use(*found, stream);
@@ -250,36 +231,14 @@ public:
     }
 
 private:
-    enum class Where : unsigned char { in_use, pending, free, abandoned };
-    struct Block;
-    struct FreeKey {  // cached blocks whose work is done, by size then address: the first that fits is the best
-        std::size_t size;
-        Block* block;
-        bool operator<(const FreeKey& o) const noexcept {
-            return size != o.size ? size < o.size : std::less<Block*>{}(block, o.block);
-        }
-    };
-    using FreeSet = std::set<FreeKey>;
-
-    struct Block {
-        std::byte* data = nullptr;
-        std::size_t size = 0;       // a multiple of the size classes' step
-        std::size_t requested = 0;  // what the present owner asked for
-        Where where = Where::in_use;
-        HostBlock upstream{};    // the segment's, in its first block (prev == nullptr)
-        std::uint32_t kind = 0;  // the segment's kind
-        Block* prev = nullptr;   // the blocks beside it in its segment, by address
-        Block* next = nullptr;
-        std::uint64_t last_used = 0;       // when it was last given back (State::clock), for eviction order
-        typename FreeSet::node_type node;  // its node of the free set while it is not in it
-        std::vector<std::pair<stream_type, event_type>> uses;  // one event per stream, the latest
-    };
+    using Uses = std::vector<std::pair<stream_type, event_type>>;  // one event per stream, the latest
+    using Segments = detail::PoolSegments<Uses, large_classes>;
+    using Block = typename Segments::Block;
+    using BlockState = detail::BlockState;
 
     struct State {
         std::mutex mutex;
-        std::map<const void*, std::unique_ptr<Block>> index;  // every block, by address
-        FreeSet small_free;                                   // blocks of segments under large_classes
-        FreeSet large_free;
+        Segments segments;
         std::vector<Block*> pending;  // given back, waiting for their work (capacity: every block)
         PoolStats stats{};
         std::size_t cap = std::numeric_limits<std::size_t>::max();
@@ -293,22 +252,6 @@ private:
     static State& state() {
         static State* s = new State;  // never destroyed: blocks may come back during static destruction
         return *s;
-    }
-
-    static FreeSet& free_set(State& s, std::size_t size) noexcept {
-        return size < large_classes ? s.small_free : s.large_free;
-    }
-
-    // A node for a free set, made now so that giving the block back later allocates nothing.
-    static typename FreeSet::node_type make_node() {
-        FreeSet scratch;
-        scratch.insert(FreeKey{0, nullptr});
-        return scratch.extract(scratch.begin());
-    }
-
-    static bool contains(const Block& b, const void* p) noexcept {
-        const auto* q = static_cast<const std::byte*>(p);
-        return std::less_equal<>{}(b.data, q) && std::less<>{}(q, b.data + b.size);
     }
 
     static std::string describe(const void* p) {
@@ -345,48 +288,18 @@ private:
         return {b.data, bytes, b.kind};
     }
 
-    // Takes the free block at `fit` for a request of class `size`; what is left of it beyond `size`
-    // stays free as a block of its own. Allocates (the remainder's entries) before it changes anything.
-    static void carve(State& s, FreeSet& free, typename FreeSet::iterator fit, std::size_t size) {
-        Block& b = *fit->block;
-        if (b.size > size) {
-            auto rest = std::make_unique<Block>();
-            rest->node = make_node();
-            rest->uses.reserve(1);
-            Block& r = *rest;
-            r.data = b.data + size;
-            s.index.emplace(r.data, std::move(rest));  // the last step that can throw
-            r.size = b.size - size;
-            r.where = Where::free;
-            r.last_used = b.last_used;
-            r.kind = b.kind;
-            r.prev = &b;
-            r.next = b.next;
-            if (b.next != nullptr) {
-                b.next->prev = &r;
-            }
-            b.next = &r;
-            r.node.value() = FreeKey{r.size, &r};
-            free.insert(std::move(r.node));
-        }
-        b.node = free.extract(fit);
-        b.size = size;
-        b.where = Where::in_use;
-        b.uses.clear();
-    }
-
     static void give_back(void* p, const stream_type* stream) noexcept {
         if (p == nullptr) {
             return;
         }
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        const auto found = s.index.find(p);
-        if (found == s.index.end() || found->second->where != Where::in_use) {
+        Block* const found = s.segments.find(p);
+        if (found == nullptr || found->state != BlockState::in_use) {
             ++s.foreign_deallocations;
             return;
         }
-        Block& b = *found->second;
+        Block& b = *found;
         s.stats.in_use_bytes -= b.size;
         s.stats.requested_bytes -= b.requested;
         b.requested = 0;
@@ -395,7 +308,7 @@ private:
                 add_use(b, *stream);
             } catch (...) {  // no event, so no way to know when the work is done: never reuse it
                 s.stats.reserved_bytes -= b.size;
-                b.where = Where::abandoned;
+                b.state = BlockState::abandoned;
                 ++s.abandoned;
                 return;
             }
@@ -403,41 +316,11 @@ private:
         b.last_used = ++s.clock;
         s.stats.cached_bytes += b.size;
         if (b.uses.empty()) {
-            make_free(s, b);
+            s.segments.make_free(b);
         } else {
-            b.where = Where::pending;
+            b.state = BlockState::pending;
             s.pending.push_back(&b);  // within the capacity allocate reserved
         }
-    }
-
-    // Block `b` (given back, its work done) joins the free set, merged with free blocks beside it.
-    static void make_free(State& s, Block& given) noexcept {
-        FreeSet& free = free_set(s, given.size);
-        Block* b = &given;
-        b->uses.clear();
-        b->where = Where::free;
-        if (Block* next = b->next; next != nullptr && next->where == Where::free) {
-            (void)free.extract(FreeKey{next->size, next});
-            absorb(s, *b, *next);
-        }
-        if (Block* prev = b->prev; prev != nullptr && prev->where == Where::free) {
-            prev->node = free.extract(FreeKey{prev->size, prev});
-            absorb(s, *prev, *b);
-            b = prev;
-        }
-        b->node.value() = FreeKey{b->size, b};
-        free.insert(std::move(b->node));
-    }
-
-    // `into` takes over `next`, the block after it (out of the free set by now), which is destroyed.
-    static void absorb(State& s, Block& into, Block& next) noexcept {
-        into.size += next.size;
-        into.last_used = std::max(into.last_used, next.last_used);
-        into.next = next.next;
-        if (next.next != nullptr) {
-            next.next->prev = &into;
-        }
-        s.index.erase(next.data);
     }
 
     // Pending blocks whose work is done become free.
@@ -447,7 +330,7 @@ private:
             if (work_done(b)) {
                 s.pending[i] = s.pending.back();
                 s.pending.pop_back();
-                make_free(s, b);
+                s.segments.make_free(b);
             } else {
                 ++i;
             }
@@ -457,42 +340,12 @@ private:
     // Returns whole free segments to Upstream, least recently used first, until at least `wanted`
     // bytes are released (fewer when there are not as many). Returns the bytes released.
     static std::size_t release_ready(State& s, std::size_t wanted) {
-        std::vector<Block*> whole;
-        for (FreeSet* free : {&s.small_free, &s.large_free}) {
-            for (const FreeKey& k : *free) {
-                if (k.block->prev == nullptr && k.block->next == nullptr) {
-                    whole.push_back(k.block);
-                }
-            }
-        }
-        std::sort(whole.begin(), whole.end(),
-                  [](const Block* a, const Block* b) { return a->last_used < b->last_used; });
-        std::size_t released = 0;
-        for (Block* b : whole) {
-            if (released >= wanted) {
-                break;
-            }
-            const std::size_t size = b->size;
-            (void)free_set(s, size).extract(FreeKey{size, b});
-            Upstream::deallocate(b->upstream);
-            s.index.erase(b->data);
+        return s.segments.release_whole(wanted, [&s](HostBlock upstream, std::size_t size) {
+            Upstream::deallocate(upstream);
             s.stats.cached_bytes -= size;
             s.stats.reserved_bytes -= size;
             ++s.stats.system_frees;
-            released += size;
-        }
-        return released;
-    }
-
-    // Bytes of whole free segments.
-    static std::size_t ready_bytes(const State& s) {
-        std::size_t bytes = 0;
-        for (const FreeSet* free : {&s.small_free, &s.large_free}) {
-            for (const FreeKey& k : *free) {
-                bytes += k.block->prev == nullptr && k.block->next == nullptr ? k.size : 0;
-            }
-        }
-        return bytes;
+        });
     }
 
     // Before a new segment of `size` bytes for a request of `bytes`: returns whole free segments
@@ -516,7 +369,7 @@ private:
             return;
         }
         const std::size_t excess = reserved + size - s.cap;
-        if (size > s.cap || ready_bytes(s) < excess) {
+        if (size > s.cap || s.segments.whole_free_bytes() < excess) {
             throw std::bad_alloc();
         }
         (void)release_ready(s, excess);
