@@ -517,9 +517,15 @@ TEST_CASE("PinnedPool merges a block given back on a stream only once its work i
     SimulatedDevice::synchronize();
     CHECK(static_cast<unsigned char*>(device)[4 * MiB - 1] == 5);  // the copy read y as it was given back
     P::deallocate(z);
-    const HostBlock v = P::allocate(8 * MiB);  // now x and y merged: the older segment serves (best fit, by address)
-    CHECK((v.data == whole.data || v.data == z.data));
+    // Now x and y have merged: two whole 8 MiB segments serve two 8 MiB requests from the cache.
+    const auto before = P::stats();
+    const HostBlock v = P::allocate(8 * MiB);
+    const HostBlock u = P::allocate(8 * MiB);
+    CHECK(P::stats().cache_hits == before.cache_hits + 2);
+    CHECK(P::stats().system_allocations == before.system_allocations);
+    CHECK(((v.data == whole.data && u.data == z.data) || (v.data == z.data && u.data == whole.data)));
     P::deallocate(v);
+    P::deallocate(u);
     SimulatedDevice::deallocate(device, 4 * MiB);
     CHECK(P::empty_cache() == 16 * MiB);
     CHECK(SimulatedDevice::faults().empty());

@@ -57,7 +57,6 @@ public:
                 try {
                     pending_.order_own_stream(stream_);
                     host_holding_.template release_after<Device>(stream_);
-                    release_host();
                     release_device();
                     return;
                 } catch (...) {  // the stream cannot wait: the host does, below

@@ -75,7 +75,7 @@ struct HostHolding {
     template <DeviceBackend Device>
     requires StreamAwareHostAllocator<HostAlloc, Device>
     void release_after(typename Device::stream_type stream) noexcept {
-        if (!lent && registered == nullptr && owned.data != nullptr) {
+        if (!lent && owned.data != nullptr) {  // (registered memory is borrowed, never owned)
             HostAlloc::deallocate(owned, stream);
             owned = {};
         }

@@ -164,6 +164,19 @@ public:
     /// Returns the bytes removed.
     template <class Release>
     std::size_t release_whole(std::size_t wanted, const Release& release) {
+        if (wanted >= whole_free_bytes()) {  // all of them: no order to find, nothing to allocate
+            std::size_t released = 0;
+            for (FreeSet* free : {&small_, &large_}) {
+                for (auto it = free->begin(); it != free->end();) {
+                    Block* const b = it->block;
+                    ++it;
+                    if (b->whole_segment()) {
+                        released += remove_whole(*b, release);
+                    }
+                }
+            }
+            return released;
+        }
         std::vector<Block*> whole;
         for (FreeSet* free : {&small_, &large_}) {
             for (const FreeKey& k : *free) {
@@ -179,11 +192,7 @@ public:
             if (released >= wanted) {
                 break;
             }
-            const std::size_t size = b->size;
-            (void)free_set(size).extract(FreeKey{size, b});
-            release(b->upstream, size);
-            index_.erase(b->data);
-            released += size;
+            released += remove_whole(*b, release);
         }
         return released;
     }
@@ -212,6 +221,16 @@ private:
         block->node = scratch.extract(scratch.begin());
         block->uses.reserve(1);
         return block;
+    }
+
+    // Removes whole free segment `b`, handing its upstream block to `release`; returns its size.
+    template <class Release>
+    std::size_t remove_whole(Block& b, const Release& release) {
+        const std::size_t size = b.size;
+        (void)free_set(size).extract(FreeKey{size, &b});
+        release(b.upstream, size);
+        index_.erase(b.data);
+        return size;
     }
 
     // `into` takes over `next`, the block after it (out of the free set by now), which is destroyed.
