@@ -4,6 +4,8 @@
 #include <syncblob/math.hpp>
 #include <syncblob/memory/simulated_device.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -152,6 +154,50 @@ TEST_CASE("the split follows the caches: a reduction and an update split before 
     CHECK(detail::threads_for(SplitKind::reduction, 100, 1, 8) == 2);
     syncblob::math::set_max_threads(1);
     CHECK(detail::threads_for(SplitKind::reduction, 100, l1 * 64, 8) == 1);
+}
+
+TEST_CASE("each kernel splits exactly from split_bytes on its first call and after", "[math]") {
+    using syncblob::math::SplitKind;
+    const ThreadingGuard guard;
+    syncblob::math::set_parallel_threshold(0);
+    syncblob::math::set_max_threads(2);
+    unsigned split_calls = 0;  // calls handed to the executor: the split ones
+    syncblob::parallel::set_executor([&](unsigned parts, const std::function<void(unsigned)>& part) {
+        ++split_calls;
+        for (unsigned p = 0; p < parts; ++p) {
+            part(p);
+        }
+    });
+    // Elements of `T` for an operation touching `bytes` over `arrays` arrays (each rounded up).
+    const auto elements = [](std::int64_t bytes, std::int64_t arrays, std::int64_t size) {
+        return (bytes + arrays * size - 1) / (arrays * size);
+    };
+    // From the system's figure, not split_bytes: in a process of its own this test's first kernel
+    // calls are then the first to look the L1 size up.
+    const auto l1 = static_cast<std::int64_t>(syncblob::parallel::cache_bytes(1, std::size_t{32} << 10));
+    const std::int64_t update_at = elements(3 * l1, 3, 4);
+    const std::int64_t scale_at = elements(6 * l1, 2, 4);
+    const std::int64_t reduce_at = elements(2 * l1, 1, 4);
+    std::vector<float> x(static_cast<std::size_t>(std::max({update_at, scale_at, reduce_at}) + 64), 1.0f);
+    std::vector<float> y(x.size(), 2.0f);
+    for (int round = 0; round < 2; ++round) {  // the first calls may find the L1 size not yet read
+        split_calls = 0;
+        syncblob::math::sub(y.data(), x.data(), update_at - 1);
+        syncblob::math::scale(y.data(), 1.0f, scale_at - 1);
+        CHECK(split_calls == 0);
+        syncblob::math::sub(y.data(), x.data(), update_at);
+        CHECK(split_calls == 1);
+        syncblob::math::scale(y.data(), 1.0f, scale_at);
+        CHECK(split_calls == 2);
+        // A reduction splits from split_bytes when that is at least two blocks.
+        const std::int64_t reduce_n = std::max(reduce_at, syncblob::math::reduction_block<float> + 1);
+        CHECK(syncblob::math::asum(x.data(), reduce_n - 1) == static_cast<double>(reduce_n - 1));
+        CHECK(split_calls == (reduce_n - 1 >= reduce_at ? 3u : 2u));
+        CHECK(syncblob::math::asum(x.data(), reduce_n) == static_cast<double>(reduce_n));
+        CHECK(split_calls == (reduce_n - 1 >= reduce_at ? 4u : 3u));
+    }
+    syncblob::parallel::set_executor({});
+    CHECK(syncblob::math::split_bytes(SplitKind::update) == 3 * l1);
 }
 
 TEST_CASE("simulated device math runs after the copies issued before it on the stream", "[math]") {

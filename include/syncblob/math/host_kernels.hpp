@@ -93,6 +93,22 @@ inline std::atomic<std::int64_t>& parallel_threshold_value() noexcept {
     static std::atomic<std::int64_t> value{0};  // 0: automatic
     return value;
 }
+// One core's L1 data cache in bytes, 0 until first read: a constant-initialized value, so that the
+// split rule inlined into every kernel call costs one load and no guarded static (whose
+// initialization, inlined too, gave every call the stack frame of the sysfs reads).
+inline std::atomic<std::int64_t>& l1_bytes_value() noexcept {
+    static std::atomic<std::int64_t> value{0};
+    return value;
+}
+SYNCBLOB_NOINLINE inline std::int64_t read_l1_bytes() noexcept {
+    const auto bytes = static_cast<std::int64_t>(parallel::cache_bytes(1, std::size_t{32} << 10));
+    l1_bytes_value().store(bytes, std::memory_order_relaxed);
+    return bytes;
+}
+inline std::int64_t l1_bytes() noexcept {
+    const std::int64_t bytes = l1_bytes_value().load(std::memory_order_relaxed);
+    return bytes != 0 ? bytes : read_l1_bytes();
+}
 inline KernelPath best_path() noexcept {
     static const KernelPath best = kernel_path_supported(KernelPath::avx512) ? KernelPath::avx512
                                    : kernel_path_supported(KernelPath::avx2) ? KernelPath::avx2
@@ -172,6 +188,21 @@ enum class SplitKind : std::uint8_t {
     scale,      ///< reads and writes one array: scale
 };
 
+namespace detail {
+// split_bytes(kind) in units of one core's L1 data cache.
+constexpr std::int64_t split_multiple(SplitKind kind) noexcept {
+    switch (kind) {
+        case SplitKind::reduction:
+            return 2;
+        case SplitKind::update:
+            return 3;
+        case SplitKind::scale:
+            return 6;
+    }
+    return 2;
+}
+}  // namespace detail
+
 /// The bytes an operation of `kind` touches (all its arrays together) from which it is split over
 /// threads, unless `set_parallel_threshold` forces an element count: 2, 3 and 6 times one core's
 /// L1 data cache for a reduction, an update and a scale. Past about twice its L1 a core streams
@@ -180,16 +211,7 @@ enum class SplitKind : std::uint8_t {
 /// a single array fastest. Measured with the benchmark's "syncblob-forced" rows (docs/benchmarks.md,
 /// "Threads"); a reduction also needs two blocks (`reduction_block`) to split.
 [[nodiscard]] inline std::int64_t split_bytes(SplitKind kind) noexcept {
-    static const auto l1 = static_cast<std::int64_t>(parallel::cache_bytes(1, std::size_t{32} << 10));
-    switch (kind) {
-        case SplitKind::reduction:
-            return 2 * l1;
-        case SplitKind::update:
-            return 3 * l1;
-        case SplitKind::scale:
-            return 6 * l1;
-    }
-    return 2 * l1;
+    return detail::split_multiple(kind) * detail::l1_bytes();
 }
 
 /// The element count forced with `set_parallel_threshold`, or 0 when the split follows the caches
@@ -292,10 +314,16 @@ Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t byte
 // the narrowest element type), so no two threads write one cache line.
 inline constexpr std::int64_t split_granule = 64;
 
-// for_elements once split: out of line and by value, as reduce_many_blocks.
+// for_elements for a call that splits (or might, under a forced threshold): out of line and by
+// value, as reduce_many_blocks.
 template <class Body>
-SYNCBLOB_NOINLINE void for_many_elements(std::int64_t n, unsigned threads, Body body) {
+SYNCBLOB_NOINLINE void for_many_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, Body body) {
     const std::int64_t granules = (n + split_granule - 1) / split_granule;
+    const unsigned threads = n > split_granule ? threads_for(kind, n, bytes_touched, granules) : 1u;
+    if (threads <= 1) {
+        body(std::int64_t{0}, n);
+        return;
+    }
     const SplitJob<Body> job{body, n, split_granule, granules, nullptr, threads};
     static_assert(sizeof(job) == 64, "a part's job is one cache line");
     parallel::run(threads, [job](unsigned t) {
@@ -306,22 +334,26 @@ SYNCBLOB_NOINLINE void for_many_elements(std::int64_t n, unsigned threads, Body 
 }
 
 // Applies body(first, count) to [0, n), split over threads when the operation touches enough bytes
-// (each element is independent, so the split changes nothing in the result).
+// (each element is independent, so the split changes nothing in the result). Always inlined, so a
+// small call goes from the caller straight into the kernel's dispatch; anything more is out of line
+// (with the rule inlined here too, compilers kept the whole of it out of line: a call, a stack frame
+// and the kernel's pointers spilled to memory on every small call).
 template <class Body>
-void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Body& body) {
-    // Below 32 KiB no rule splits (no L1 is smaller than 16 KiB), nor does a forced threshold
-    // normally: the common small call takes no detour through the rule.
+SYNCBLOB_ALWAYS_INLINE void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Body& body) {
+    // Below 32 KiB no rule splits (no L1 is smaller than 16 KiB): the common small call does not
+    // even look the rule up.
     if (bytes_touched < (std::int64_t{32} << 10) && parallel_threshold() == 0) {
         body(std::int64_t{0}, n);
         return;
     }
-    const unsigned threads =
-        n > split_granule ? threads_for(kind, n, bytes_touched, (n + split_granule - 1) / split_granule) : 1u;
-    if (threads <= 1) {
+    // Below split_bytes no split either; the L1 size reads as 0 until the first call past 32 KiB
+    // has looked it up (out of line), so this path never calls anything but the kernel.
+    if (bytes_touched < split_multiple(kind) * l1_bytes_value().load(std::memory_order_relaxed) &&
+        parallel_threshold() == 0) {
         body(std::int64_t{0}, n);
         return;
     }
-    for_many_elements(n, threads, body);
+    for_many_elements(kind, n, bytes_touched, body);
 }
 
 // The first kernel call of a process (or one racing with it): resolves the path, then dispatches
