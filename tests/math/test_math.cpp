@@ -190,11 +190,13 @@ TEST_CASE("each kernel splits exactly from split_bytes on its first call and aft
         syncblob::math::scale(y.data(), 1.0f, scale_at);
         CHECK(split_calls == 2);
         // A reduction splits from split_bytes when that is at least two blocks.
-        const std::int64_t reduce_n = std::max(reduce_at, syncblob::math::reduction_block<float> + 1);
+        const std::int64_t block = syncblob::math::reduction_block<float>;
+        const std::int64_t reduce_n = std::max(reduce_at, block + 1);
+        const unsigned under = reduce_n - 1 >= reduce_at && reduce_n - 1 > block ? 1u : 0u;
         CHECK(syncblob::math::asum(x.data(), reduce_n - 1) == static_cast<double>(reduce_n - 1));
-        CHECK(split_calls == (reduce_n - 1 >= reduce_at ? 3u : 2u));
+        CHECK(split_calls == 2 + under);
         CHECK(syncblob::math::asum(x.data(), reduce_n) == static_cast<double>(reduce_n));
-        CHECK(split_calls == (reduce_n - 1 >= reduce_at ? 4u : 3u));
+        CHECK(split_calls == 3 + under);
     }
     syncblob::parallel::set_executor({});
     CHECK(syncblob::math::split_bytes(SplitKind::update) == 3 * l1);
