@@ -340,16 +340,12 @@ SYNCBLOB_NOINLINE void for_many_elements(SplitKind kind, std::int64_t n, std::in
 // and the kernel's pointers spilled to memory on every small call).
 template <class Body>
 SYNCBLOB_ALWAYS_INLINE void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Body& body) {
-    // Below 32 KiB no rule splits (no L1 is smaller than 16 KiB): the common small call does not
-    // even look the rule up.
-    if (bytes_touched < (std::int64_t{32} << 10) && parallel_threshold() == 0) {
-        body(std::int64_t{0}, n);
-        return;
-    }
-    // Below split_bytes no split either; the L1 size reads as 0 until the first call past 32 KiB
-    // has looked it up (out of line), so this path never calls anything but the kernel.
-    if (bytes_touched < split_multiple(kind) * l1_bytes_value().load(std::memory_order_relaxed) &&
-        parallel_threshold() == 0) {
+    // No split below split_bytes. Below 32 KiB no rule splits (no L1 is smaller than 16 KiB), so the
+    // common small call does not even load the L1 size; that reads as 0 until the first call past
+    // 32 KiB has looked it up (out of line), so this path never calls anything but the kernel.
+    if (parallel_threshold() == 0 &&
+        (bytes_touched < (std::int64_t{32} << 10) ||
+         bytes_touched < split_multiple(kind) * l1_bytes_value().load(std::memory_order_relaxed))) {
         body(std::int64_t{0}, n);
         return;
     }
