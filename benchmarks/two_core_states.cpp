@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -145,6 +146,16 @@ int main(int argc, char** argv) {
         while (done.load(std::memory_order_acquire) != call) {
         }
     };
+    // A split call timed: the caller's own half and the whole call, in ns.
+    const auto timed_split_call = [&] {
+        const auto t0 = Clock::now();
+        job.store(++call, std::memory_order_release);
+        sink.fetch_add(read(words, 0, n / 2), std::memory_order_relaxed);
+        const double own_ns = ns_since(t0);
+        while (done.load(std::memory_order_acquire) != call) {
+        }
+        return std::pair{own_ns, ns_since(t0)};
+    };
     const auto single_call = [&] { sink.fetch_add(read(words, 0, n), std::memory_order_relaxed); };
     constexpr int backoff = 2048;
     double average = 1.5;
@@ -162,13 +173,8 @@ int main(int argc, char** argv) {
             split_call();
             return;
         }
-        const auto t0 = Clock::now();
-        job.store(++call, std::memory_order_release);
-        sink.fetch_add(read(words, 0, n / 2), std::memory_order_relaxed);
-        const auto t1 = Clock::now();
-        while (done.load(std::memory_order_acquire) != call) {
-        }
-        const double ratio = std::chrono::duration<double>(Clock::now() - t0) / (t1 - t0);
+        const auto [own_ns, whole_ns] = timed_split_call();
+        const double ratio = whole_ns / own_ns;
         average += (std::min(ratio, 2.5) - average) / 16;
         if (average > 1.9) {
             single_left = backoff;
@@ -197,13 +203,9 @@ int main(int argc, char** argv) {
     while (ns_since(start) < seconds * 1e9) {
         std::vector<double> own, theirs, split, single;
         for (int k = 0; k < calls; ++k) {
-            const auto t0 = Clock::now();
-            job.store(++call, std::memory_order_release);
-            sink.fetch_add(read(words, 0, n / 2), std::memory_order_relaxed);
-            own.push_back(ns_since(t0));
-            while (done.load(std::memory_order_acquire) != call) {
-            }
-            split.push_back(ns_since(t0));
+            const auto [own_ns, whole_ns] = timed_split_call();
+            own.push_back(own_ns);
+            split.push_back(whole_ns);
             theirs.push_back(helper_ns.load(std::memory_order_relaxed));
         }
         for (int k = 0; k < calls; ++k) {
