@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
@@ -332,6 +333,15 @@ void openblas(Op op, T* x, const T* y, std::int64_t n64) {
 using Clock = std::chrono::steady_clock;
 double batch_seconds = 1e-3;
 int pairs_per_row = 15;
+int pieces_per_row = 1;
+
+// What a row keeps from one piece to the next (a piece is one Google Benchmark repetition of the
+// row; see --spread in main): its batch sizes, measured in its first piece, and the turn that
+// rotates the order of its batches from round to round across all its pieces.
+struct Row {
+    std::vector<std::int64_t> calls;
+    unsigned turn = 0;
+};
 
 template <class F>
 double seconds_per_call(F& f, std::int64_t calls) {
@@ -378,10 +388,13 @@ std::int64_t calls_per_batch(F& f) {
 // The subject `a` against the faster of two baselines, all three in rotating batches: per round
 // the ratio is min(t_one, t_two) / t_a. "two_core_limit" counts the rounds the second was faster.
 template <class A, class B1, class B2>
-void paired_best(benchmark::State& state, A a, B1 one, B2 two, std::int64_t bytes_per_call) {
-    const std::int64_t calls_a = calls_per_batch(a);
-    const std::int64_t calls_1 = calls_per_batch(one);
-    const std::int64_t calls_2 = calls_per_batch(two);
+void paired_best(benchmark::State& state, Row& row, A a, B1 one, B2 two, std::int64_t bytes_per_call) {
+    if (row.calls.empty()) {
+        row.calls = {calls_per_batch(a), calls_per_batch(one), calls_per_batch(two)};
+    }
+    const std::int64_t calls_a = row.calls[0];
+    const std::int64_t calls_1 = row.calls[1];
+    const std::int64_t calls_2 = row.calls[2];
     std::vector<double> ratios;
     double seconds_1 = 0;
     double seconds_2 = 0;
@@ -390,7 +403,7 @@ void paired_best(benchmark::State& state, A a, B1 one, B2 two, std::int64_t byte
         double ta = 0;
         double t1 = 0;
         double t2 = 0;
-        switch (ratios.size() % 3) {
+        switch (row.turn++ % 3) {
             case 0:
                 ta = batch(a, calls_a);
                 t1 = batch(one, calls_1);
@@ -424,15 +437,18 @@ void paired_best(benchmark::State& state, A a, B1 one, B2 two, std::int64_t byte
 }
 
 template <class A, class B>
-void paired(benchmark::State& state, A a, B b, std::int64_t bytes_per_call) {
-    const std::int64_t calls_a = calls_per_batch(a);  // also the warm-up: pages touched, caches filled
-    const std::int64_t calls_b = calls_per_batch(b);
+void paired(benchmark::State& state, Row& row, A a, B b, std::int64_t bytes_per_call) {
+    if (row.calls.empty()) {
+        row.calls = {calls_per_batch(a), calls_per_batch(b)};  // also the first warm-up: pages touched
+    }
+    const std::int64_t calls_a = row.calls[0];
+    const std::int64_t calls_b = row.calls[1];
     std::vector<double> ratios;
     double b_seconds = 0;
     for (auto _ : state) {
         double ta = 0;
         double tb = 0;
-        if (ratios.size() % 2 == 0) {
+        if (row.turn++ % 2 == 0) {
             ta = batch(a, calls_a);
             tb = batch(b, calls_b);
         } else {
@@ -556,40 +572,40 @@ auto operation(Op op, Impl impl, std::int64_t n, Operands<T>& blobs) {
 
 // What users get: the blob-level call with the default settings against the faster limit.
 template <class T>
-void bench_best(benchmark::State& state, Op op, std::int64_t n) {
+void bench_best(benchmark::State& state, Row& row, Op op, std::int64_t n) {
     Operands<T> blobs(n);
     const Pattern p = pattern_of(op);
-    paired_best(state, operation<T>(op, Impl::blob, n, blobs), probe<T>(p, n, 1), probe<T>(p, n, 2),
+    paired_best(state, row, operation<T>(op, Impl::blob, n, blobs), probe<T>(p, n, 1), probe<T>(p, n, 2),
                 bytes_per_call<T>(p, n));
 }
 
 // One thread: `op` through `impl` against the probe of its access pattern.
 template <class T>
-void bench_op(benchmark::State& state, Op op, Impl impl, std::int64_t n) {
+void bench_op(benchmark::State& state, Row& row, Op op, Impl impl, std::int64_t n) {
     const Settings settings(1, false, impl == Impl::portable);
     Operands<T> blobs(n);
-    paired(state, operation<T>(op, impl, n, blobs), probe<T>(pattern_of(op), n, 1),
+    paired(state, row, operation<T>(op, impl, n, blobs), probe<T>(pattern_of(op), n, 1),
            bytes_per_call<T>(pattern_of(op), n));
 }
 
 // The blob-level call against the raw-pointer kernel on the same memory: what the blob's state
 // check, statistics and indirection cost, measured in pairs (ratio 1: nothing).
 template <class T>
-void bench_blob_overhead(benchmark::State& state, Op op, std::int64_t n) {
+void bench_blob_overhead(benchmark::State& state, Row& row, Op op, std::int64_t n) {
     const Settings settings(1, false, false);
     Operands<T> blobs(n);
-    paired(state, operation<T>(op, Impl::blob, n, blobs), operation<T>(op, Impl::kernel, n, blobs),
+    paired(state, row, operation<T>(op, Impl::blob, n, blobs), operation<T>(op, Impl::kernel, n, blobs),
            bytes_per_call<T>(pattern_of(op), n));
 }
 
 // Two threads forced (threshold 1) against the same call on one thread: the ratio is the speed-up.
 template <class T>
-void bench_op_threads(benchmark::State& state, Op op, std::int64_t n) {
+void bench_op_threads(benchmark::State& state, Row& row, Op op, std::int64_t n) {
     const Settings settings(2, true, false);
     Operands<T> blobs(n);
     auto call = operation<T>(op, Impl::blob, n, blobs);
     paired(
-        state,
+        state, row,
         [&] {
             sm::set_max_threads(2);
             call();
@@ -605,7 +621,7 @@ void bench_op_threads(benchmark::State& state, Op op, std::int64_t n) {
 // same probe: the ratio is the helper's time over the pool's, so the pool's own cost of handing a
 // part to a worker and collecting it shows as a ratio under 1.
 template <class T>
-void bench_handover(benchmark::State& state, std::int64_t n) {
+void bench_handover(benchmark::State& state, Row& row, std::int64_t n) {
     auto& pool = Pool<T>::get();
     const std::size_t count = static_cast<std::size_t>(n);
     const std::size_t half = count / 2 / 16 * 16;
@@ -619,14 +635,14 @@ void bench_handover(benchmark::State& state, std::int64_t n) {
         benchmark::ClobberMemory();
     };
     const Settings settings(2, true, false);
-    paired(state, through_pool, probe<T>(Pattern::read1, n, 2), bytes_per_call<T>(Pattern::read1, n));
+    paired(state, row, through_pool, probe<T>(Pattern::read1, n, 2), bytes_per_call<T>(Pattern::read1, n));
 }
 
 // The probe against itself on one thread (the method's own scatter: ideally 1), or on two threads
 // against one (the speed-up the machine offers).
 template <class T>
-void bench_bandwidth(benchmark::State& state, Pattern pattern, std::int64_t n, unsigned threads) {
-    paired(state, probe<T>(pattern, n, threads), probe<T>(pattern, n, 1), bytes_per_call<T>(pattern, n));
+void bench_bandwidth(benchmark::State& state, Row& row, Pattern pattern, std::int64_t n, unsigned threads) {
+    paired(state, row, probe<T>(pattern, n, threads), probe<T>(pattern, n, 1), bytes_per_call<T>(pattern, n));
 }
 
 // Steady-state host_data() (already fresh) against a raw pointer read.
@@ -652,50 +668,45 @@ const char* type_name() {
     return std::is_same_v<T, float> ? "f32" : "f64";
 }
 
+// Registers one row: its rounds (--pairs) in --spread pieces, each a Google Benchmark repetition
+// of ceil(pairs / pieces) rounds, which random interleaving runs at separate moments of the process.
+template <class F, class... Args>
+void add_row(const std::string& name, F bench, Args... args) {
+    const auto row = std::make_shared<Row>();
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) { bench(state, *row, args...); })
+        ->UseManualTime()
+        ->Iterations((pairs_per_row + pieces_per_row - 1) / pieces_per_row)
+        ->Repetitions(pieces_per_row);
+}
+
 template <class T>
 void register_size(int log2n) {
     const std::int64_t n = std::int64_t{1} << log2n;
-    const auto name = [&](const std::string& op, const std::string& impl, unsigned threads) {
-        return op + "/" + type_name<T>() + "/" + impl + "/" + std::to_string(threads) + "t/" + std::to_string(n);
+    const auto name = [&](const std::string& op, const std::string& impl, const std::string& threads) {
+        return op + "/" + type_name<T>() + "/" + impl + "/" + threads + "/" + std::to_string(n);
     };
     for (const Pattern p : {Pattern::read1, Pattern::read2, Pattern::rmw1, Pattern::rmw2, Pattern::triad}) {
         const std::string op = std::string("bw-") + pattern_name(p);
-        benchmark::RegisterBenchmark(name(op, "probe", 1).c_str(), bench_bandwidth<T>, p, n, 1u)
-            ->UseManualTime()
-            ->Iterations(pairs_per_row);
-        benchmark::RegisterBenchmark(name(op, "probe", 2).c_str(), bench_bandwidth<T>, p, n, 2u)
-            ->UseManualTime()
-            ->Iterations(pairs_per_row);
+        add_row(name(op, "probe", "1t"), bench_bandwidth<T>, p, n, 1u);
+        add_row(name(op, "probe", "2t"), bench_bandwidth<T>, p, n, 2u);
     }
     std::vector<Impl> impls{Impl::blob, Impl::kernel, Impl::portable, Impl::loop};
 #ifdef SYNCBLOB_BENCH_CBLAS
     impls.push_back(Impl::cblas);
 #endif
     for (const Op op : {Op::asum, Op::sumsq, Op::dot, Op::update, Op::scale}) {
-        benchmark::RegisterBenchmark(
-            (std::string(op_name(op)) + "/" + type_name<T>() + "/syncblob/best/" + std::to_string(n)).c_str(),
-            bench_best<T>, op, n)
-            ->UseManualTime()
-            ->Iterations(pairs_per_row);
+        add_row(name(op_name(op), "syncblob", "best"), bench_best<T>, op, n);
         for (const Impl impl : impls) {
-            benchmark::RegisterBenchmark(name(op_name(op), impl_name(impl), 1).c_str(), bench_op<T>, op, impl, n)
-                ->UseManualTime()
-                ->Iterations(pairs_per_row);
+            add_row(name(op_name(op), impl_name(impl), "1t"), bench_op<T>, op, impl, n);
         }
         if (log2n <= 16) {  // where a call is short enough for its fixed cost to show
-            benchmark::RegisterBenchmark(name(op_name(op), "syncblob-vs-raw", 1).c_str(), bench_blob_overhead<T>, op, n)
-                ->UseManualTime()
-                ->Iterations(pairs_per_row);
+            add_row(name(op_name(op), "syncblob-vs-raw", "1t"), bench_blob_overhead<T>, op, n);
         }
         if (log2n >= 12 && log2n <= 16 && op == Op::asum) {  // where a hand-over is a large share of a call
-            benchmark::RegisterBenchmark(name("handover", "pool-vs-helper", 2).c_str(), bench_handover<T>, n)
-                ->UseManualTime()
-                ->Iterations(pairs_per_row);
+            add_row(name("handover", "pool-vs-helper", "2t"), bench_handover<T>, n);
         }
         if (log2n >= 12) {  // two threads forced at every size: where does threading start to pay?
-            benchmark::RegisterBenchmark(name(op_name(op), "syncblob-forced", 2).c_str(), bench_op_threads<T>, op, n)
-                ->UseManualTime()
-                ->Iterations(pairs_per_row);
+            add_row(name(op_name(op), "syncblob-forced", "2t"), bench_op_threads<T>, op, n);
         }
     }
 }
@@ -704,8 +715,10 @@ void register_size(int log2n) {
 
 int main(int argc, char** argv) {
     // --max-log2=K limits the sizes (the smoke run uses it), --pairs=P sets the measured pairs per row
-    // (default 15), --batch-us=U the length of a batch (default 1000 µs); everything else goes to
-    // Google Benchmark.
+    // (default 15), --spread=S measures them in S pieces (default 1: all at once; with
+    // --benchmark_enable_random_interleaving=true the pieces of all rows are run in a random order,
+    // so each row samples S moments of the process instead of one), --batch-us=U the length of a
+    // batch (default 1000 µs); everything else goes to Google Benchmark.
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
         if (std::strncmp(argv[i], "--max-log2=", 11) == 0) {
@@ -714,6 +727,8 @@ int main(int argc, char** argv) {
             batch_seconds = std::max(1, std::atoi(argv[i] + 11)) * 1e-6;
         } else if (std::strncmp(argv[i], "--pairs=", 8) == 0) {
             pairs_per_row = std::max(1, std::atoi(argv[i] + 8));
+        } else if (std::strncmp(argv[i], "--spread=", 9) == 0) {
+            pieces_per_row = std::max(1, std::atoi(argv[i] + 9));
         } else {
             args.push_back(argv[i]);
         }

@@ -37,21 +37,36 @@ def row_key(name):
 
 def run_values(doc):
     """One Google Benchmark output: row name -> its value (the ratio; ns per read for "access"; for
-    "best" rows also "<name>#two_core", the share of rounds in which the two-core limit was faster)."""
-    values = {}
+    "best" rows also ".../best-two-core/...", the share of rounds in which the two-core limit was
+    faster, and ".../best-under/...", the share of pieces whose ratio is under the target).
+    A row measured in pieces (repetitions, bench_math's --spread) has one entry per piece: its value
+    is the median of the pieces' ratios (a piece of one round is that round's ratio), and its
+    two-core share the mean of theirs. Aggregate entries are used only where no piece was reported."""
+    pieces = {}
+    aggregates = {}
     for b in doc["benchmarks"]:
-        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
-            continue
         name = b.get("run_name", b["name"])
         key = row_key(name)
         if key is None:
             continue
-        if key[0] == "access":
-            values[name] = b["cpu_time"]
-        elif "ratio" in b:
-            values[name] = b["ratio"]
-            if "two_core_limit" in b:
-                values[name.replace("/best/", "/best-two-core/")] = b["two_core_limit"]
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                aggregates[name] = b
+            continue
+        pieces.setdefault(name, []).append(b)
+    for name, b in aggregates.items():
+        pieces.setdefault(name, [b])
+    values = {}
+    for name, entries in pieces.items():
+        if row_key(name)[0] == "access":
+            values[name] = statistics.median(e["cpu_time"] for e in entries)
+        elif all("ratio" in e for e in entries):
+            values[name] = statistics.median(e["ratio"] for e in entries)
+            if all("two_core_limit" in e for e in entries):
+                share = statistics.fmean(e["two_core_limit"] for e in entries)
+                values[name.replace("/best/", "/best-two-core/")] = share
+                under = sum(e["ratio"] < TARGET for e in entries) / len(entries)
+                values[name.replace("/best/", "/best-under/")] = under
     return values
 
 
@@ -176,6 +191,12 @@ def best_table(label, rows, n_runs):
         shares = [x for x in shares if x is not None]
         cells.append(fmt(sum(shares) / len(shares)) if shares else "–")
     out.append("| (two-core limit faster, share of rounds) | all | " + " | ".join(cells) + " |")
+    cells = []
+    for n in ns:
+        shares = [rows.get((op, typ, "syncblob", "best-under", n)) for op in OPS for typ in ("f32", "f64")]
+        shares = [x for x in shares if x is not None]
+        cells.append(fmt(sum(shares) / len(shares)) if shares else "–")
+    out.append(f"| (pieces under {TARGET}, share) | all | " + " | ".join(cells) + " |")
     return out
 
 
