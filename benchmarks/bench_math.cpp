@@ -733,6 +733,7 @@ int main(int argc, char** argv) {
             args.push_back(argv[i]);
         }
     }
+    pieces_per_row = std::min(pieces_per_row, pairs_per_row);  // a piece is at least one round
     int count = static_cast<int>(args.size());
 #ifdef SYNCBLOB_BENCH_CBLAS
     openblas_set_num_threads(1);
