@@ -186,18 +186,14 @@ def best_table(label, rows, n_runs):
                 r = rows.get((op, typ, "syncblob", "best", n))
                 cells.append("–" if r is None else (f"**{r:.2f}**" if r < TARGET else f"{r:.2f}"))
             out.append(f"| {op} | {typ} | " + " | ".join(cells) + " |")
-    cells = []
-    for n in ns:
-        shares = [rows.get((op, typ, "syncblob", "best-two-core", n)) for op in OPS for typ in ("f32", "f64")]
-        shares = [x for x in shares if x is not None]
-        cells.append(fmt(sum(shares) / len(shares)) if shares else "–")
-    out.append("| (two-core limit faster, share of rounds) | all | " + " | ".join(cells) + " |")
-    cells = []
-    for n in ns:
-        shares = [rows.get((op, typ, "syncblob", "best-under", n)) for op in OPS for typ in ("f32", "f64")]
-        shares = [x for x in shares if x is not None]
-        cells.append(fmt(sum(shares) / len(shares)) if shares else "–")
-    out.append(f"| (pieces under {TARGET}, share) | all | " + " | ".join(cells) + " |")
+    for kind, label in (("best-two-core", "two-core limit faster, share of rounds"),
+                        ("best-under", f"pieces under {TARGET}, share")):
+        cells = []
+        for n in ns:
+            shares = [rows.get((op, typ, "syncblob", kind, n)) for op in OPS for typ in ("f32", "f64")]
+            shares = [x for x in shares if x is not None]
+            cells.append(fmt(sum(shares) / len(shares)) if shares else "–")
+        out.append(f"| ({label}) | all | " + " | ".join(cells) + " |")
     return out
 
 

@@ -140,20 +140,26 @@ int main(int argc, char** argv) {
     // lasts more than 1.9 times the caller's half does not pay. Every fourth split call is timed; when
     // the running average of that ratio (each sample capped at 2.5) passes 1.9, the next `backoff`
     // calls run on one core, then the split is tried again, its first 64 calls not judged.
-    const auto split_call = [&] {
+    // A split call in its two steps: hand the second half to the helper and read the first, then
+    // wait for the helper's half.
+    const auto start_split = [&] {
         job.store(++call, std::memory_order_release);
         sink.fetch_add(read(words, 0, n / 2), std::memory_order_relaxed);
+    };
+    const auto finish_split = [&] {
         while (done.load(std::memory_order_acquire) != call) {
         }
+    };
+    const auto split_call = [&] {
+        start_split();
+        finish_split();
     };
     // A split call timed: the caller's own half and the whole call, in ns.
     const auto timed_split_call = [&] {
         const auto t0 = Clock::now();
-        job.store(++call, std::memory_order_release);
-        sink.fetch_add(read(words, 0, n / 2), std::memory_order_relaxed);
+        start_split();
         const double own_ns = ns_since(t0);
-        while (done.load(std::memory_order_acquire) != call) {
-        }
+        finish_split();
         return std::pair{own_ns, ns_since(t0)};
     };
     const auto single_call = [&] { sink.fetch_add(read(words, 0, n), std::memory_order_relaxed); };
@@ -210,7 +216,7 @@ int main(int argc, char** argv) {
         }
         for (int k = 0; k < calls; ++k) {
             const auto t0 = Clock::now();
-            sink.fetch_add(read(words, 0, n), std::memory_order_relaxed);
+            single_call();
             single.push_back(ns_since(t0));
         }
         // The three ways in a rotating order, so none always follows the same one.
