@@ -9,12 +9,12 @@ Usage:
 
 A row's ratio in one run is its "ratio" counter: the median, over rounds of alternating batches, of
 the baseline's time per call over the row's; for a row measured in pieces (bench_math --spread, as
-scripts/run-benchmarks runs it), the median over its pieces' counters. For "syncblob/best" rows (what users get) the baseline
-is the faster of two limits of the same access pattern, element size and N measured in the same
-rounds: the bandwidth probe on one core, and on both cores (each one half, on a persistent helper
-thread). For "<impl>/1t" rows it is the probe on one core. A results file
-holds several runs, each a separate process (so each samples its own placement of code and data in
-memory); the tables give the median over the runs, and the syncblob rows their lowest and highest
+scripts/run-benchmarks runs it), the median over its pieces' counters. For "syncblob/best" rows
+(what users get) the baseline is the faster of two limits of the same access pattern, element size
+and N measured in the same rounds: the bandwidth probe on one core, and on both cores (each one
+half, on a persistent helper thread). For "<impl>/1t" rows it is the probe on one core. A results
+file holds several runs, each a separate process (so each samples its own placement of code and data
+in memory); the tables give the median over the runs, and the syncblob rows their lowest and highest
 run too."""
 import json
 import statistics
