@@ -5,6 +5,8 @@
 #include <syncblob/memory/simulated_device.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -131,6 +133,81 @@ TEST_CASE("reductions give the same bits on 1, 2 and 4 threads, and element-wise
             }
         }
     }
+}
+
+namespace {
+// The sum of the one-block kernel over each reduction block of [0, n), added in block order: what a
+// reduction of many blocks must give, bit for bit, on any thread count.
+template <class T, class One>
+syncblob::accumulator_t<T> block_by_block(std::int64_t n, std::int64_t block, const One& one) {
+    syncblob::accumulator_t<T> total = 0;
+    for (std::int64_t first = 0; first < n; first += block) {
+        total += one(first, std::min(block, n - first));
+    }
+    return total;
+}
+
+template <class T>
+void check_block_sums(std::int64_t n) {
+    namespace sm = syncblob::math;
+    INFO(n << " elements of " << sizeof(T) << " bytes");
+    const auto x = math_suite::make_values<T>(static_cast<std::size_t>(n), 31);
+    const auto y = math_suite::make_values<T>(static_cast<std::size_t>(n), 32);
+    const T* px = x.data();
+    const T* py = y.data();
+    const auto asum = block_by_block<T>(
+        n, sm::reduction_block<T>, [px](auto first, auto count) { return sm::detail::asum_block(px + first, count); });
+    const auto sumsq = block_by_block<T>(
+        n, sm::reduction_block<T>, [px](auto first, auto count) { return sm::detail::sumsq_block(px + first, count); });
+    const auto dot = block_by_block<T>(n, sm::reduction_block<T, 2>, [px, py](auto first, auto count) {
+        return sm::detail::dot_block(px + first, py + first, count);
+    });
+    for (const unsigned threads : {1u, 2u}) {
+        INFO(threads << " threads");
+        sm::set_max_threads(threads);
+        sm::set_parallel_threshold(threads == 1 ? 0 : 1);
+        const auto a = sm::asum(px, n);
+        const auto s = sm::sumsq(px, n);
+        const auto d = sm::dot(px, py, n);
+        CHECK(std::memcmp(&a, &asum, sizeof a) == 0);
+        CHECK(std::memcmp(&s, &sumsq, sizeof s) == 0);
+        CHECK(std::memcmp(&d, &dot, sizeof d) == 0);
+    }
+}
+}  // namespace
+
+TEST_CASE("a reduction of many blocks is its blocks' one-block sums added in order, on every path", "[math]") {
+    const ThreadingGuard guard;
+    for (const auto path : syncblob::math::supported_kernel_paths()) {
+        INFO("path " << syncblob::math::kernel_path_name(path));
+        const syncblob::math::ScopedKernelPath scoped(path);
+        // Two blocks and a partial third; and past 512 blocks, where a split keeps its block sums on the heap.
+        check_block_sums<float>(2 * syncblob::math::reduction_block<float> + 5);
+        check_block_sums<float>(513 * syncblob::math::reduction_block<float> + 77);
+        check_block_sums<double>(3 * syncblob::math::reduction_block<double>);
+        check_block_sums<double>(1030 * syncblob::math::reduction_block<double> + 1);
+        check_block_sums<syncblob::half>(3 * syncblob::math::reduction_block<syncblob::half> - 9);
+        check_block_sums<syncblob::bfloat16>(5 * syncblob::math::reduction_block<syncblob::bfloat16> + 3);
+        // The first call of a process, when it reduces many blocks, resolves the path, then runs on it.
+        const std::int64_t n = 4 * syncblob::math::reduction_block<float>;
+        const auto x = math_suite::make_values<float>(static_cast<std::size_t>(n), 33);
+        for (const unsigned threads : {1u, 2u}) {
+            INFO(threads << " threads");
+            syncblob::math::set_max_threads(threads);
+            const std::array<float, 3> expected{syncblob::math::asum(x.data(), n), syncblob::math::sumsq(x.data(), n),
+                                                syncblob::math::dot(x.data(), x.data(), n)};
+            std::array<float, 3> first{};
+            syncblob::math::detail::resolved_path().store(syncblob::math::KernelPath::automatic);
+            first[0] = syncblob::math::asum(x.data(), n);
+            syncblob::math::detail::resolved_path().store(syncblob::math::KernelPath::automatic);
+            first[1] = syncblob::math::sumsq(x.data(), n);
+            syncblob::math::detail::resolved_path().store(syncblob::math::KernelPath::automatic);
+            first[2] = syncblob::math::dot(x.data(), x.data(), n);
+            CHECK(std::memcmp(first.data(), expected.data(), sizeof first) == 0);
+            CHECK(syncblob::math::detail::resolved_path().load() == path);
+        }
+    }
+    syncblob::math::detail::resolved_path().store(syncblob::math::KernelPath::automatic);
 }
 
 TEST_CASE("the split follows the caches: a reduction and an update split before a scale", "[math]") {
