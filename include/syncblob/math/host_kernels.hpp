@@ -175,7 +175,9 @@ private:
 
 /// Bytes a reduction block reads (the fixed chunking that makes reductions deterministic): a
 /// multiple of every kernel's vector width, small enough that a reduction of 64 KiB can be split
-/// over two cores, large enough that the per-block cost (adding the vector lanes) stays near 1 %.
+/// over two cores. Each block restarts the kernel's accumulators and sums their lanes, which costs a
+/// one-thread reduction 2-5 % against one pass over the whole array (docs/benchmarks.md, "What the
+/// blocks cost on one thread").
 inline constexpr std::int64_t reduction_block_bytes = std::int64_t{32} << 10;
 /// Elements of T per reduction block of a reduction that reads `arrays` arrays (2 for dot).
 template <class T, int arrays = 1>
