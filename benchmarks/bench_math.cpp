@@ -9,8 +9,9 @@
 //   on one core, and the probe on both cores, each core one half, on a persistent helper thread
 //   that spins between calls (the machine's best, with no pool overhead of syncblob's in it);
 // - "<impl>/1t": on one thread against the one-core probe: syncblob's blob-level call, its raw
-//   kernel (syncblob::math::*), the portable Eigen path, a plain loop compiled with this build's
-//   flags, OpenBLAS (cblas_*, one thread) when it was found: how good each kernel is on one core.
+//   kernel (syncblob::math::*), the portable Eigen path, the raw kernel on the AVX2 path where the
+//   automatic one is AVX-512, a plain loop compiled with this build's flags, OpenBLAS (cblas_*, one
+//   thread) when it was found: how good each kernel is on one core.
 // A row's "ratio" counter is its speed as a fraction of its baseline's. Rows of one N are
 // registered together.
 //
@@ -61,7 +62,7 @@ constexpr int max_log = 26;
 int max_log_in_run = max_log;
 
 enum class Op { asum, sumsq, dot, update, scale };
-enum class Impl { blob, kernel, portable, loop, cblas };
+enum class Impl { blob, kernel, portable, avx2, loop, cblas };
 
 const char* op_name(Op op) {
     switch (op) {
@@ -86,6 +87,8 @@ const char* impl_name(Impl i) {
             return "syncblob-raw";
         case Impl::portable:
             return "syncblob-portable";
+        case Impl::avx2:
+            return "syncblob-avx2";
         case Impl::loop:
             return "loop";
         case Impl::cblas:
@@ -162,10 +165,10 @@ struct Pool {
 
 // Applies the kernel-side settings for a row and restores the defaults after.
 struct Settings {
-    Settings(unsigned threads, bool forced_threads, bool portable) {
+    Settings(unsigned threads, bool forced_threads, sm::KernelPath path = sm::KernelPath::automatic) {
         sm::set_max_threads(threads);
         sm::set_parallel_threshold(forced_threads ? 1 : default_threshold);
-        sm::set_kernel_path(portable ? sm::KernelPath::portable : sm::KernelPath::automatic);
+        sm::set_kernel_path(path);
     }
     ~Settings() {
         sm::set_max_threads(default_threads);
@@ -539,6 +542,7 @@ auto operation(Op op, Impl impl, std::int64_t n, Operands<T>& blobs) {
                 }
                 break;
             case Impl::kernel:
+            case Impl::avx2:
                 switch (op) {
                     case Op::asum:
                         benchmark::DoNotOptimize(sm::asum(pool.x, n));
@@ -582,7 +586,10 @@ void bench_best(benchmark::State& state, Row& row, Op op, std::int64_t n) {
 // One thread: `op` through `impl` against the probe of its access pattern.
 template <class T>
 void bench_op(benchmark::State& state, Row& row, Op op, Impl impl, std::int64_t n) {
-    const Settings settings(1, false, impl == Impl::portable);
+    const Settings settings(1, false,
+                            impl == Impl::portable ? sm::KernelPath::portable
+                            : impl == Impl::avx2   ? sm::KernelPath::avx2
+                                                   : sm::KernelPath::automatic);
     Operands<T> blobs(n);
     paired(state, row, operation<T>(op, impl, n, blobs), probe<T>(pattern_of(op), n, 1),
            bytes_per_call<T>(pattern_of(op), n));
@@ -592,7 +599,7 @@ void bench_op(benchmark::State& state, Row& row, Op op, Impl impl, std::int64_t 
 // check, statistics and indirection cost, measured in pairs (ratio 1: nothing).
 template <class T>
 void bench_blob_overhead(benchmark::State& state, Row& row, Op op, std::int64_t n) {
-    const Settings settings(1, false, false);
+    const Settings settings(1, false);
     Operands<T> blobs(n);
     paired(state, row, operation<T>(op, Impl::blob, n, blobs), operation<T>(op, Impl::kernel, n, blobs),
            bytes_per_call<T>(pattern_of(op), n));
@@ -601,7 +608,7 @@ void bench_blob_overhead(benchmark::State& state, Row& row, Op op, std::int64_t 
 // Two threads forced (threshold 1) against the same call on one thread: the ratio is the speed-up.
 template <class T>
 void bench_op_threads(benchmark::State& state, Row& row, Op op, std::int64_t n) {
-    const Settings settings(2, true, false);
+    const Settings settings(2, true);
     Operands<T> blobs(n);
     auto call = operation<T>(op, Impl::blob, n, blobs);
     paired(
@@ -634,7 +641,7 @@ void bench_handover(benchmark::State& state, Row& row, std::int64_t n) {
         benchmark::DoNotOptimize(sums[0] + sums[1]);
         benchmark::ClobberMemory();
     };
-    const Settings settings(2, true, false);
+    const Settings settings(2, true);
     paired(state, row, through_pool, probe<T>(Pattern::read1, n, 2), bytes_per_call<T>(Pattern::read1, n));
 }
 
@@ -691,6 +698,11 @@ void register_size(int log2n) {
         add_row(name(op, "probe", "2t"), bench_bandwidth<T>, p, n, 2u);
     }
     std::vector<Impl> impls{Impl::blob, Impl::kernel, Impl::portable, Impl::loop};
+    // Where the automatic path is AVX-512, the raw kernels on the AVX2 path too (does the wider
+    // vector pay at every size?).
+    if (sm::active_kernel_path() == sm::KernelPath::avx512 && sm::kernel_path_supported(sm::KernelPath::avx2)) {
+        impls.insert(impls.begin() + 3, Impl::avx2);
+    }
 #ifdef SYNCBLOB_BENCH_CBLAS
     impls.push_back(Impl::cblas);
 #endif

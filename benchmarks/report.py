@@ -22,7 +22,7 @@ import sys
 
 OPS = ["asum", "sumsq", "dot", "update", "scale"]
 PATTERN = {"asum": "read1", "sumsq": "read1", "dot": "read2", "update": "rmw2", "scale": "rmw1"}
-IMPLS = ["syncblob", "syncblob-raw", "syncblob-portable", "loop", "openblas"]
+IMPLS = ["syncblob", "syncblob-raw", "syncblob-portable", "syncblob-avx2", "loop", "openblas"]
 TARGET = 0.9
 
 
