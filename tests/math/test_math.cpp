@@ -210,6 +210,76 @@ TEST_CASE("a reduction of many blocks is its blocks' one-block sums added in ord
     syncblob::math::detail::resolved_path().store(syncblob::math::KernelPath::automatic);
 }
 
+TEST_CASE("the automatic path takes AVX2 for long streams only where 512-bit operations run in halves", "[math]") {
+    using syncblob::math::KernelPath;
+    using syncblob::math::SplitKind;
+    using syncblob::math::detail::path_for;
+    constexpr std::int64_t wide = syncblob::math::wide_stream_bytes;
+    constexpr auto automatic = KernelPath::automatic;
+    CHECK(path_for(KernelPath::avx512, automatic, SplitKind::reduction, wide, true) == KernelPath::avx2);
+    CHECK(path_for(KernelPath::avx512, automatic, SplitKind::update, wide, true) == KernelPath::avx2);
+    CHECK(path_for(KernelPath::avx512, automatic, SplitKind::scale, wide, true) == KernelPath::avx512);
+    CHECK(path_for(KernelPath::avx512, automatic, SplitKind::reduction, wide - 1, true) == KernelPath::avx512);
+    CHECK(path_for(KernelPath::avx512, automatic, SplitKind::reduction, wide, false) == KernelPath::avx512);
+    CHECK(path_for(KernelPath::avx512, KernelPath::avx512, SplitKind::reduction, wide, true) == KernelPath::avx512);
+    CHECK(path_for(KernelPath::avx2, automatic, SplitKind::reduction, wide, true) == KernelPath::avx2);
+    CHECK(path_for(KernelPath::portable, KernelPath::portable, SplitKind::update, wide, true) == KernelPath::portable);
+    CHECK(syncblob::math::kernel_path_for(SplitKind::reduction, wide - 1) == syncblob::math::active_kernel_path());
+    CHECK(syncblob::math::kernel_path_for(SplitKind::scale, 4 * wide) == syncblob::math::active_kernel_path());
+}
+
+TEST_CASE("a long stream runs on the path kernel_path_for names, on one thread and split", "[math]") {
+    namespace sm = syncblob::math;
+    const ThreadingGuard guard;
+    // asum reads one array (the stream is its bytes), dot two, sub three (two read, one written).
+    constexpr std::int64_t n = sm::wide_stream_bytes / std::int64_t{sizeof(float)};
+    // Values with full mantissas, so that sums over 8 and over 16 lanes round differently.
+    const auto values = [](std::uint32_t seed) {
+        std::vector<float> v(static_cast<std::size_t>(n));
+        for (auto& e : v) {
+            seed = seed * 1664525u + 1013904223u;
+            e = static_cast<float>(static_cast<double>(seed) * 0x1p-31 - 1.0) * 1.0009765625f;
+        }
+        return v;
+    };
+    const auto x = values(41);
+    const auto y = values(42);
+    const sm::KernelPath path = sm::kernel_path_for(sm::SplitKind::reduction, sm::wide_stream_bytes);
+    INFO("a reduction of " << sm::wide_stream_bytes << " bytes runs on " << sm::kernel_path_name(path)
+                           << ", calls under " << sm::kernel_path_name(sm::active_kernel_path()));
+    struct Results {
+        float asum, sumsq, dot;
+        std::vector<float> sub, scale;
+    };
+    const auto run = [&](std::int64_t count) {
+        Results r{sm::asum(x.data(), count), sm::sumsq(x.data(), count), sm::dot(x.data(), y.data(), count), x, x};
+        sm::sub(r.sub.data(), y.data(), count);
+        sm::scale(r.scale.data(), 0.3f, count);
+        return r;
+    };
+    for (const unsigned threads : {1u, 2u}) {
+        INFO(threads << " threads");
+        sm::set_max_threads(threads);
+        const Results automatic = run(n);
+        Results forced;
+        {
+            const sm::ScopedKernelPath scoped(path);
+            forced = run(n);
+        }
+        CHECK(std::memcmp(&automatic.asum, &forced.asum, sizeof(float)) == 0);
+        CHECK(std::memcmp(&automatic.sumsq, &forced.sumsq, sizeof(float)) == 0);
+        CHECK(std::memcmp(&automatic.dot, &forced.dot, sizeof(float)) == 0);
+        CHECK(math_suite::same_bits(automatic.sub, forced.sub));
+        CHECK(math_suite::same_bits(automatic.scale, forced.scale));
+    }
+    // One element less: asum's stream is under the limit and runs on the active path.
+    const sm::ScopedKernelPath scoped(sm::active_kernel_path());
+    const float widest = sm::asum(x.data(), n - 1);
+    sm::set_kernel_path(sm::KernelPath::automatic);
+    const float automatic = sm::asum(x.data(), n - 1);
+    CHECK(std::memcmp(&widest, &automatic, sizeof(float)) == 0);
+}
+
 TEST_CASE("the split follows the caches: a reduction and an update split before a scale", "[math]") {
     using syncblob::math::SplitKind;
     const auto l1 = static_cast<std::int64_t>(syncblob::parallel::cache_bytes(1, std::size_t{32} << 10));

@@ -12,10 +12,11 @@
 ///
 /// Reductions are deterministic: the input is cut into fixed blocks of `reduction_block` elements,
 /// each block is reduced by the path's kernel, and the block sums are added in order. The result
-/// therefore depends on the path but not on the number of threads. Large inputs are split over the
-/// threads of syncblob's pool (core/thread_pool.hpp): reductions in whole blocks, element-wise
-/// operations in equal cache-line-aligned parts, from a size that follows this machine's caches
-/// (`split_bytes`).
+/// therefore depends on the path but not on the number of threads. On the automatic path a call's
+/// path can depend on its size (`kernel_path_for`); the same input still gives the same result.
+/// Large inputs are split over the threads of syncblob's pool (core/thread_pool.hpp): reductions in
+/// whole blocks, element-wise operations in equal cache-line-aligned parts, from a size that follows
+/// this machine's caches (`split_bytes`).
 
 #include <algorithm>
 #include <array>
@@ -38,7 +39,7 @@ namespace math {
 
 /// Which implementation the host kernels use.
 enum class KernelPath : std::uint8_t {
-    automatic,  ///< the widest this processor supports (the default)
+    automatic,  ///< the widest this processor supports (the default; see `wide_stream_bytes`)
     portable,   ///< Eigen maps, vectorised as the consumer's flags allow
     avx2,       ///< AVX2 + FMA (+ F16C for half), chosen at run time
     avx512,     ///< AVX-512F, chosen at run time
@@ -190,6 +191,34 @@ enum class SplitKind : std::uint8_t {
     scale,      ///< reads and writes one array: scale
 };
 
+/// Bytes (all arrays of a call together) from which a reduction or an update on the automatic path
+/// runs the AVX2 kernels instead of the AVX-512 ones, on a processor that executes 512-bit
+/// operations in two 256-bit halves (AMD Zen 4). Measured there on one thread, the 256-bit kernels
+/// of `asum`, `sumsq`, `dot` and `update` ran at 0.99-1.22 times the speed of the 512-bit ones
+/// (median 1.11) from 32 MiB of data, 0.96-1.11 (median 1.06) at 16 MiB and 0.93-1.11 (median 0.99)
+/// below; `scale`'s at 0.94-1.04 at every size, so it stays on 512 bits (docs/benchmarks.md,
+/// "Vector width for long streams"). A path forced with `set_kernel_path` is used at every size.
+inline constexpr std::int64_t wide_stream_bytes = std::int64_t{16} << 20;
+
+namespace detail {
+// kernel_path_for with the processor's answers as arguments (tested on their own).
+constexpr KernelPath path_for(KernelPath active, KernelPath requested, SplitKind kind, std::int64_t bytes,
+                              bool halves) noexcept {
+    return active == KernelPath::avx512 && requested == KernelPath::automatic && halves && kind != SplitKind::scale &&
+                   bytes >= wide_stream_bytes
+               ? KernelPath::avx2
+               : active;
+}
+}  // namespace detail
+
+/// The concrete path an operation of `kind` that touches `bytes` bytes runs on:
+/// `active_kernel_path()`, except that on the automatic path a long reduction or update on a
+/// processor that runs 512-bit operations in halves takes AVX2 (`wide_stream_bytes`).
+[[nodiscard]] inline KernelPath kernel_path_for(SplitKind kind, std::int64_t bytes) noexcept {
+    return detail::path_for(active_kernel_path(), kernel_path(), kind, bytes,
+                            detail::x86::cpu_runs_512_bits_in_halves() && kernel_path_supported(KernelPath::avx2));
+}
+
 namespace detail {
 // split_bytes(kind) in units of one core's L1 data cache.
 constexpr std::int64_t split_multiple(SplitKind kind) noexcept {
@@ -262,19 +291,22 @@ struct alignas(64) SplitJob {
     std::int64_t count;  // blocks or granules
     Out* out;            // where a reduction's parts write their block sums
     unsigned threads;    // parts
+    KernelPath path;     // the path of the whole call (kernel_path_for)
 };
 
-// reduce_blocks for more than one block: out of line (as for_many_blocks), since it runs only where
-// a call costs microseconds, and inlined it would give every small call a stack frame. `block` is
-// taken by value: a kernel's lambda (two pointers, or a pointer and a scalar) then travels in
-// registers, and the caller stores nothing on the way to a one-block call.
+// reduce_blocks for more than one block: out of line (as for_many_elements), since it runs only
+// where a call costs microseconds, and inlined it would give every small call a stack frame. `block`
+// is taken by value: a kernel's lambda (two pointers, or a pointer and a scalar) then travels in
+// registers, and the caller stores nothing on the way to a one-block call. block(path, first, count)
+// returns the sum of one block on the path chosen once for the whole call.
 template <class Acc, class Block>
 SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched,
                                          Block block) {
     const std::int64_t blocks = (n + block_elements - 1) / block_elements;
+    const KernelPath path = kernel_path_for(SplitKind::reduction, bytes_touched);
     const auto one = [&](std::int64_t b) {
         const std::int64_t first = b * block_elements;
-        return block(first, std::min(block_elements, n - first));
+        return block(path, first, std::min(block_elements, n - first));
     };
     const unsigned threads = threads_for(SplitKind::reduction, n, bytes_touched, blocks);
     Acc total = 0;
@@ -289,13 +321,13 @@ SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, std::int64_t block_elem
     std::vector<Acc> many(blocks > 512 ? static_cast<std::size_t>(blocks) : 0);
     Acc* const partial = blocks > 512 ? many.data() : few.data();
     // Everything a part needs, by value in one cache line of the closure (see SplitJob).
-    const SplitJob<Block, Acc> job{block, n, block_elements, blocks, partial, threads};
+    const SplitJob<Block, Acc> job{block, n, block_elements, blocks, partial, threads, path};
     static_assert(sizeof(job) == 64, "a part's job is one cache line");
     parallel::run(threads, [job](unsigned t) {  // part t: a contiguous run of whole blocks
         const std::int64_t last = job.count * (t + 1) / job.threads;
         for (std::int64_t b = job.count * t / job.threads; b < last; ++b) {
             const std::int64_t first = b * job.step;
-            job.out[b] = job.body(first, std::min(job.step, job.n - first));
+            job.out[b] = job.body(job.path, first, std::min(job.step, job.n - first));
         }
     });
     for (std::int64_t b = 0; b < blocks; ++b) {
@@ -304,11 +336,13 @@ SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, std::int64_t block_elem
     return total;
 }
 
-// Reduces [0, n) block by block: block(first, count) returns the block's sum; block sums are added
-// in order whatever the thread count. One block goes straight to `block`.
-template <class Acc, class Block>
-Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched, const Block& block) {
-    return n <= block_elements ? block(std::int64_t{0}, n)
+// Reduces [0, n) block by block: one(first, count) and block(path, first, count) return a block's
+// sum (one on the path of small calls, block on the path given); block sums are added in order
+// whatever the thread count. One block goes straight to `one`.
+template <class Acc, class One, class Block>
+Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched, const One& one,
+                  const Block& block) {
+    return n <= block_elements ? one(std::int64_t{0}, n)
                                : reduce_many_blocks<Acc>(n, block_elements, bytes_touched, block);
 }
 
@@ -317,38 +351,41 @@ Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t byte
 inline constexpr std::int64_t split_granule = 64;
 
 // for_elements for a call that splits (or might, under a forced threshold): out of line and by
-// value, as reduce_many_blocks.
+// value, as reduce_many_blocks; body(path, first, count) runs on the path chosen for the call.
 template <class Body>
 SYNCBLOB_NOINLINE void for_many_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, Body body) {
     const std::int64_t granules = (n + split_granule - 1) / split_granule;
     const unsigned threads = n > split_granule ? threads_for(kind, n, bytes_touched, granules) : 1u;
+    const KernelPath path = kernel_path_for(kind, bytes_touched);
     if (threads <= 1) {
-        body(std::int64_t{0}, n);
+        body(path, std::int64_t{0}, n);
         return;
     }
-    const SplitJob<Body> job{body, n, split_granule, granules, nullptr, threads};
+    const SplitJob<Body> job{body, n, split_granule, granules, nullptr, threads, path};
     static_assert(sizeof(job) == 64, "a part's job is one cache line");
     parallel::run(threads, [job](unsigned t) {
         const std::int64_t first = std::min(job.n, job.count * t / job.threads * job.step);
         const std::int64_t last = std::min(job.n, job.count * (t + 1) / job.threads * job.step);
-        job.body(first, last - first);
+        job.body(job.path, first, last - first);
     });
 }
 
-// Applies body(first, count) to [0, n), split over threads when the operation touches enough bytes
-// (each element is independent, so the split changes nothing in the result). Always inlined, so a
+// Applies small(first, count), or body(path, first, count) on the path chosen for the call, to
+// [0, n), split over threads when the operation touches enough bytes (each element is independent,
+// so the split changes nothing in the result). Always inlined, so a
 // small call goes from the caller straight into the kernel's dispatch; anything more is out of line
 // (with the rule inlined here too, compilers kept the whole of it out of line: a call, a stack frame
 // and the kernel's pointers spilled to memory on every small call).
-template <class Body>
-SYNCBLOB_ALWAYS_INLINE void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Body& body) {
+template <class Small, class Body>
+SYNCBLOB_ALWAYS_INLINE void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Small& small,
+                                         const Body& body) {
     // No split below split_bytes. Below 32 KiB no rule splits (no L1 is smaller than 16 KiB), so the
     // common small call does not even load the L1 size; that reads as 0 until the first call past
     // 32 KiB has looked it up (out of line), so this path never calls anything but the kernel.
     if (parallel_threshold() == 0 &&
         (bytes_touched < (std::int64_t{32} << 10) ||
          bytes_touched < split_multiple(kind) * l1_bytes_value().load(std::memory_order_relaxed))) {
-        body(std::int64_t{0}, n);
+        small(std::int64_t{0}, n);
         return;
     }
     for_many_elements(kind, n, bytes_touched, body);
@@ -403,12 +440,53 @@ void scale_block(T* x, accumulator_t<T> alpha, std::int64_t n) {
 
 #undef SYNCBLOB_MATH_DISPATCH
 
+// The dispatch of a call whose path was chosen for its size (kernel_path_for; always concrete).
+#define SYNCBLOB_MATH_ON(name, ...)                   \
+    switch (path) {                                   \
+        case KernelPath::avx512:                      \
+            return detail::avx512::name(__VA_ARGS__); \
+        case KernelPath::avx2:                        \
+            return detail::avx2::name(__VA_ARGS__);   \
+        case KernelPath::portable:                    \
+        case KernelPath::automatic:                   \
+            break;                                    \
+    }                                                 \
+    return detail::fallback::name(__VA_ARGS__);
+
+namespace detail {
+template <FloatingElement T>
+accumulator_t<T> asum_on(KernelPath path, const T* x, std::int64_t n) {
+    SYNCBLOB_MATH_ON(asum, x, n)
+}
+template <FloatingElement T>
+accumulator_t<T> sumsq_on(KernelPath path, const T* x, std::int64_t n) {
+    SYNCBLOB_MATH_ON(sumsq, x, n)
+}
+template <FloatingElement T>
+accumulator_t<T> dot_on(KernelPath path, const T* x, const T* y, std::int64_t n) {
+    SYNCBLOB_MATH_ON(dot, x, y, n)
+}
+template <FloatingElement T>
+void sub_on(KernelPath path, T* y, const T* x, std::int64_t n) {
+    SYNCBLOB_MATH_ON(sub, y, x, n)
+}
+template <FloatingElement T>
+void scale_on(KernelPath path, T* x, accumulator_t<T> alpha, std::int64_t n) {
+    SYNCBLOB_MATH_ON(scale, x, alpha, n)
+}
+}  // namespace detail
+
+#undef SYNCBLOB_MATH_ON
+
 /// Σ|x[i]| over host memory (any alignment), in `accumulator_t<T>`.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> asum(const T* x, std::int64_t n) {
     return detail::reduce_blocks<accumulator_t<T>>(
         n, reduction_block<T>, n * std::int64_t{sizeof(T)},
-        [x](std::int64_t first, std::int64_t count) { return detail::asum_block(x + first, count); });
+        [x](std::int64_t first, std::int64_t count) { return detail::asum_block(x + first, count); },
+        [x](KernelPath path, std::int64_t first, std::int64_t count) {
+            return detail::asum_on(path, x + first, count);
+        });
 }
 
 /// Σx[i]² over host memory.
@@ -416,7 +494,10 @@ template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> sumsq(const T* x, std::int64_t n) {
     return detail::reduce_blocks<accumulator_t<T>>(
         n, reduction_block<T>, n * std::int64_t{sizeof(T)},
-        [x](std::int64_t first, std::int64_t count) { return detail::sumsq_block(x + first, count); });
+        [x](std::int64_t first, std::int64_t count) { return detail::sumsq_block(x + first, count); },
+        [x](KernelPath path, std::int64_t first, std::int64_t count) {
+            return detail::sumsq_on(path, x + first, count);
+        });
 }
 
 /// Σx[i]·y[i] over host memory.
@@ -424,7 +505,10 @@ template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> dot(const T* x, const T* y, std::int64_t n) {
     return detail::reduce_blocks<accumulator_t<T>>(
         n, reduction_block<T, 2>, 2 * n * std::int64_t{sizeof(T)},
-        [x, y](std::int64_t first, std::int64_t count) { return detail::dot_block(x + first, y + first, count); });
+        [x, y](std::int64_t first, std::int64_t count) { return detail::dot_block(x + first, y + first, count); },
+        [x, y](KernelPath path, std::int64_t first, std::int64_t count) {
+            return detail::dot_on(path, x + first, y + first, count);
+        });
 }
 
 /// y[i] -= x[i] over host memory (computed in `accumulator_t<T>`, rounded once to T).
@@ -432,7 +516,10 @@ template <FloatingElement T>
 void sub(T* y, const T* x, std::int64_t n) {
     detail::for_elements(
         SplitKind::update, n, 3 * n * std::int64_t{sizeof(T)},
-        [y, x](std::int64_t first, std::int64_t count) { detail::sub_block(y + first, x + first, count); });
+        [y, x](std::int64_t first, std::int64_t count) { detail::sub_block(y + first, x + first, count); },
+        [y, x](KernelPath path, std::int64_t first, std::int64_t count) {
+            detail::sub_on(path, y + first, x + first, count);
+        });
 }
 
 /// x[i] *= alpha over host memory (computed in `accumulator_t<T>`, rounded once to T).
@@ -440,7 +527,10 @@ template <FloatingElement T>
 void scale(T* x, accumulator_t<T> alpha, std::int64_t n) {
     detail::for_elements(
         SplitKind::scale, n, 2 * n * std::int64_t{sizeof(T)},
-        [x, alpha](std::int64_t first, std::int64_t count) { detail::scale_block(x + first, alpha, count); });
+        [x, alpha](std::int64_t first, std::int64_t count) { detail::scale_block(x + first, alpha, count); },
+        [x, alpha](KernelPath path, std::int64_t first, std::int64_t count) {
+            detail::scale_on(path, x + first, alpha, count);
+        });
 }
 
 }  // namespace math

@@ -16,6 +16,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
     !defined(_MSC_VER)
 #define SYNCBLOB_X86_DISPATCH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define SYNCBLOB_X86_DISPATCH 0
@@ -50,6 +51,30 @@ inline bool cpu_has_avx512() noexcept {
         return __builtin_cpu_supports("avx512f") != 0;
     }();
     return has;
+#else
+    return false;
+#endif
+}
+/// True on processors that execute 512-bit operations as two 256-bit halves and have AVX-512:
+/// AMD family 19h (Zen 4), the one family of that vendor with AVX-512 and 256-bit units.
+inline bool cpu_runs_512_bits_in_halves() noexcept {
+#if SYNCBLOB_X86_DISPATCH
+    static const bool halves = [] {
+        unsigned a = 0;
+        unsigned b = 0;
+        unsigned c = 0;
+        unsigned d = 0;
+        if (__get_cpuid(0, &a, &b, &c, &d) == 0) {
+            return false;
+        }
+        const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+        if (!amd || __get_cpuid(1, &a, &b, &c, &d) == 0) {
+            return false;
+        }
+        const unsigned family = ((a >> 8) & 0xfu) + ((a >> 20) & 0xffu);
+        return family == 0x19u && cpu_has_avx512();
+    }();
+    return halves;
 #else
     return false;
 #endif
