@@ -215,7 +215,11 @@ constexpr KernelPath path_for(KernelPath active, KernelPath requested, SplitKind
 /// `active_kernel_path()`, except that on the automatic path a long reduction or update on a
 /// processor that runs 512-bit operations in halves takes AVX2 (`wide_stream_bytes`).
 [[nodiscard]] inline KernelPath kernel_path_for(SplitKind kind, std::int64_t bytes) noexcept {
-    return detail::path_for(active_kernel_path(), kernel_path(), kind, bytes,
+    const KernelPath active = active_kernel_path();
+    if (bytes < wide_stream_bytes || active != KernelPath::avx512) {  // most calls: nothing more to ask
+        return active;
+    }
+    return detail::path_for(active, kernel_path(), kind, bytes,
                             detail::x86::cpu_runs_512_bits_in_halves() && kernel_path_supported(KernelPath::avx2));
 }
 
@@ -372,10 +376,10 @@ SYNCBLOB_NOINLINE void for_many_elements(SplitKind kind, std::int64_t n, std::in
 
 // Applies small(first, count), or body(path, first, count) on the path chosen for the call, to
 // [0, n), split over threads when the operation touches enough bytes (each element is independent,
-// so the split changes nothing in the result). Always inlined, so a
-// small call goes from the caller straight into the kernel's dispatch; anything more is out of line
-// (with the rule inlined here too, compilers kept the whole of it out of line: a call, a stack frame
-// and the kernel's pointers spilled to memory on every small call).
+// so the split changes nothing in the result). Always inlined, so a small call goes from the caller
+// straight into the kernel's dispatch; anything more is out of line (with the rule inlined here too,
+// compilers kept the whole of it out of line: a call, a stack frame and the kernel's pointers
+// spilled to memory on every small call).
 template <class Small, class Body>
 SYNCBLOB_ALWAYS_INLINE void for_elements(SplitKind kind, std::int64_t n, std::int64_t bytes_touched, const Small& small,
                                          const Body& body) {
