@@ -404,20 +404,25 @@ SYNCBLOB_NOINLINE auto resolve_then(Args... args) {
 }
 }  // namespace detail
 
+// The switch from a path to a kernel; `unresolved` is what runs for `automatic`.
+#define SYNCBLOB_MATH_SWITCH(path, unresolved, name, ...) \
+    switch (path) {                                       \
+        case KernelPath::avx512:                          \
+            return detail::avx512::name(__VA_ARGS__);     \
+        case KernelPath::avx2:                            \
+            return detail::avx2::name(__VA_ARGS__);       \
+        case KernelPath::portable:                        \
+            return detail::fallback::name(__VA_ARGS__);   \
+        case KernelPath::automatic:                       \
+            break;                                        \
+    }                                                     \
+    return unresolved;
+
 // The dispatch: one relaxed load, a switch and a jump into the kernel (the portable kernels are
 // reached through detail::fallback, out of line, for the same reason as resolve_then).
-#define SYNCBLOB_MATH_DISPATCH(name, ...)                              \
-    switch (detail::resolved_path().load(std::memory_order_relaxed)) { \
-        case KernelPath::avx512:                                       \
-            return detail::avx512::name(__VA_ARGS__);                  \
-        case KernelPath::avx2:                                         \
-            return detail::avx2::name(__VA_ARGS__);                    \
-        case KernelPath::portable:                                     \
-            return detail::fallback::name(__VA_ARGS__);                \
-        case KernelPath::automatic:                                    \
-            break;                                                     \
-    }                                                                  \
-    return detail::resolve_then<&name##_block<T>>(__VA_ARGS__);
+#define SYNCBLOB_MATH_DISPATCH(name, ...)                                         \
+    SYNCBLOB_MATH_SWITCH(detail::resolved_path().load(std::memory_order_relaxed), \
+                         detail::resolve_then<&name##_block<T>>(__VA_ARGS__), name, __VA_ARGS__)
 
 namespace detail {
 template <FloatingElement T>
@@ -445,17 +450,7 @@ void scale_block(T* x, accumulator_t<T> alpha, std::int64_t n) {
 #undef SYNCBLOB_MATH_DISPATCH
 
 // The dispatch of a call whose path was chosen for its size (kernel_path_for; always concrete).
-#define SYNCBLOB_MATH_ON(name, ...)                   \
-    switch (path) {                                   \
-        case KernelPath::avx512:                      \
-            return detail::avx512::name(__VA_ARGS__); \
-        case KernelPath::avx2:                        \
-            return detail::avx2::name(__VA_ARGS__);   \
-        case KernelPath::portable:                    \
-        case KernelPath::automatic:                   \
-            break;                                    \
-    }                                                 \
-    return detail::fallback::name(__VA_ARGS__);
+#define SYNCBLOB_MATH_ON(name, ...) SYNCBLOB_MATH_SWITCH(path, detail::fallback::name(__VA_ARGS__), name, __VA_ARGS__)
 
 namespace detail {
 template <FloatingElement T>
@@ -481,6 +476,7 @@ void scale_on(KernelPath path, T* x, accumulator_t<T> alpha, std::int64_t n) {
 }  // namespace detail
 
 #undef SYNCBLOB_MATH_ON
+#undef SYNCBLOB_MATH_SWITCH
 
 /// Σ|x[i]| over host memory (any alignment), in `accumulator_t<T>`.
 template <FloatingElement T>
