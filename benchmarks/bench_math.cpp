@@ -22,8 +22,12 @@
 // evidence); "syncblob-vs-raw/1t" (N <= 2^16) the blob-level call against the raw kernel on the
 // same memory (the blob's fixed cost per call); "handover/f32|f64/pool-vs-helper/2t" (N = 2^12 .. 2^16)
 // the two halves of the read probe run through syncblob's worker pool against the same halves on
-// the limit's helper thread (the pool's own hand-over cost). Op "access" is the steady-state host_data() cost
-// against a raw pointer. benchmarks/report.py turns the JSON into tables.
+// the limit's helper thread (the pool's own hand-over cost), also at 8-32 MiB of data, where two
+// rows take a split asum apart: "halves/f32|f64/kernel-vs-probe/2t" the raw kernel (one call per
+// half, on the path of the whole call) against the probe, both on the pool's halves and the helper,
+// and "halves/f32|f64/blob-vs-kernel/2t" the blob-level call (split by the pool, block by block)
+// against those kernel halves. Op "access" is the steady-state host_data() cost against a raw
+// pointer. benchmarks/report.py turns the JSON into tables.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -645,6 +649,38 @@ void bench_handover(benchmark::State& state, Row& row, std::int64_t n) {
     paired(state, row, through_pool, probe<T>(Pattern::read1, n, 2), bytes_per_call<T>(Pattern::read1, n));
 }
 
+// asum's raw kernel over the two halves of N elements, the second half on the limit's helper thread,
+// each half one call on one thread, on the path the whole split call takes (kernel_path_for).
+template <class T>
+auto kernel_halves(std::int64_t n) {
+    return [n, &pool = Pool<T>::get()] {
+        const Settings settings(1, false, sm::kernel_path_for(sm::SplitKind::reduction, n * std::int64_t{sizeof(T)}));
+        const std::int64_t half = n / 2 / 16 * 16;
+        T mine = 0;
+        T other = 0;
+        Helper::get().run_with([&] { mine = sm::asum(pool.x, half); },
+                               [&] { other = sm::asum(pool.x + half, n - half); });
+        benchmark::DoNotOptimize(mine + other);
+        benchmark::ClobberMemory();
+    };
+}
+
+// The kernel halves against the probe halves: under 1 where the kernel streams two halves slower
+// than the machine can.
+template <class T>
+void bench_kernel_halves(benchmark::State& state, Row& row, std::int64_t n) {
+    paired(state, row, kernel_halves<T>(n), probe<T>(Pattern::read1, n, 2), bytes_per_call<T>(Pattern::read1, n));
+}
+
+// The blob-level asum as users call it (split by the pool, block by block) against the kernel
+// halves: under 1 where the split itself (pool, blocks, blob) costs time.
+template <class T>
+void bench_blob_halves(benchmark::State& state, Row& row, std::int64_t n) {
+    Operands<T> blobs(n);
+    paired(state, row, operation<T>(Op::asum, Impl::blob, n, blobs), kernel_halves<T>(n),
+           bytes_per_call<T>(Pattern::read1, n));
+}
+
 // The probe against itself on one thread (the method's own scatter: ideally 1), or on two threads
 // against one (the speed-up the machine offers).
 template <class T>
@@ -714,8 +750,14 @@ void register_size(int log2n) {
         if (log2n <= 16) {  // where a call is short enough for its fixed cost to show
             add_row(name(op_name(op), "syncblob-vs-raw", "1t"), bench_blob_overhead<T>, op, n);
         }
-        if (log2n >= 12 && log2n <= 16 && op == Op::asum) {  // where a hand-over is a large share of a call
+        const std::int64_t data_bytes = n * std::int64_t{sizeof(T)};
+        const bool long_split = data_bytes >= (std::int64_t{8} << 20) && data_bytes <= (std::int64_t{32} << 20);
+        if (op == Op::asum && ((log2n >= 12 && log2n <= 16) || long_split)) {  // short calls; long streams
             add_row(name("handover", "pool-vs-helper", "2t"), bench_handover<T>, n);
+        }
+        if (op == Op::asum && long_split) {  // a split asum taken apart where it streams from L3
+            add_row(name("halves", "kernel-vs-probe", "2t"), bench_kernel_halves<T>, n);
+            add_row(name("halves", "blob-vs-kernel", "2t"), bench_blob_halves<T>, n);
         }
         if (log2n >= 12) {  // two threads forced at every size: where does threading start to pay?
             add_row(name(op_name(op), "syncblob-forced", "2t"), bench_op_threads<T>, op, n);
