@@ -24,9 +24,9 @@
 // the two halves of the read probe run through syncblob's worker pool against the same halves on
 // the limit's helper thread (the pool's own hand-over cost), also at 8-32 MiB of data, where two
 // rows take a split asum apart: "halves/f32|f64/kernel-vs-probe/2t" the raw kernel (one call per
-// half, on the path of the whole call) against the probe, both on the pool's halves and the helper,
-// and "halves/f32|f64/blob-vs-kernel/2t" the blob-level call (split by the pool, block by block)
-// against those kernel halves. Op "access" is the steady-state host_data() cost against a raw
+// half, on the path of the whole call) against the probe, both as two halves with the second on
+// the helper, and "halves/f32|f64/blob-vs-kernel/2t" the blob-level call (split by the pool, block
+// by block) against those kernel halves. Op "access" is the steady-state host_data() cost against a raw
 // pointer. benchmarks/report.py turns the JSON into tables.
 #include <benchmark/benchmark.h>
 
