@@ -228,6 +228,20 @@ TEST_CASE("the automatic path takes AVX2 for long streams only where 512-bit ope
     CHECK(syncblob::math::kernel_path_for(SplitKind::scale, 4 * wide) == syncblob::math::active_kernel_path());
 }
 
+TEST_CASE("a path forced with set_kernel_path is the path of every size", "[math]") {
+    using syncblob::math::SplitKind;
+    constexpr std::int64_t wide = syncblob::math::wide_stream_bytes;
+    for (const auto p : syncblob::math::supported_kernel_paths()) {
+        INFO("path " << syncblob::math::kernel_path_name(p));
+        const syncblob::math::ScopedKernelPath scoped(p);
+        for (const auto kind : {SplitKind::reduction, SplitKind::update, SplitKind::scale}) {
+            for (const std::int64_t bytes : {std::int64_t{64}, wide - 1, wide, 4 * wide}) {
+                CHECK(syncblob::math::kernel_path_for(kind, bytes) == p);
+            }
+        }
+    }
+}
+
 TEST_CASE("a long stream runs on the path kernel_path_for names, on one thread and split", "[math]") {
     namespace sm = syncblob::math;
     const ThreadingGuard guard;
