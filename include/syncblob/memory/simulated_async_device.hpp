@@ -49,12 +49,16 @@ public:
     /// Requests are rounded up to a multiple of this; a cached block serves a request of its size.
     static constexpr std::size_t granularity = 256;
 
-    /// A block for work on `stream`. \throws std::bad_alloc when the cap would be exceeded (nothing
-    /// changes), when out of memory, or when the scope's fault injection fails the system allocation.
-    [[nodiscard]] static void* allocate_async(std::size_t bytes, Stream stream) { return obtain(bytes, stream.id); }
+    /// A block for work on `stream`: its allocation is an operation on `stream`, so work on another
+    /// stream that uses the block before it is ordered after this call is a fault. \throws std::bad_alloc when the cap
+    /// would be exceeded (nothing changes), when out of memory, or when the scope's fault injection fails the system
+    /// allocation.
+    [[nodiscard]] static void* allocate_async(std::size_t bytes, Stream stream) { return obtain(bytes, key(stream)); }
 
     /// Queues the free of `p` on `stream` and returns at once; the block is cached.
-    static void deallocate_async(void* p, std::size_t bytes, Stream stream) noexcept { give_back(p, bytes, stream.id); }
+    static void deallocate_async(void* p, std::size_t bytes, Stream stream) noexcept {
+        give_back(p, bytes, key(stream));
+    }
 
     /// A block whose earlier work is finished, usable from any stream.
     [[nodiscard]] static void* allocate(std::size_t bytes) { return obtain(bytes, -1); }
@@ -113,6 +117,7 @@ private:
     };
     struct Pool {
         std::mutex mutex;  // taken before SimulatedDevice's own, never after
+        detail::ForkLock fork_lock{mutex, detail::fork_rank::simulated_pool};
         std::vector<Cached> cached;
         std::map<void*, InUse> in_use;
         PoolStats stats;
@@ -142,7 +147,7 @@ private:
         return bytes == 0 ? granularity : (bytes + granularity - 1) / granularity * granularity;
     }
 
-    // A block for a request on `stream` (-1: for any stream, synchronously).
+    // A block for a request on stream key `stream` (-1: for any stream, synchronously).
     static void* obtain(std::size_t bytes, int stream) {
         const std::size_t size = rounded(bytes);
         auto& pool = pool_state();
@@ -155,6 +160,20 @@ private:
         const bool hit = block != nullptr;
         if (!hit) {
             block = SimulatedDevice::allocate(size);  // fault injection and live_blocks count here
+        }
+        if (stream != -1) {
+            try {
+                auto& s = SimulatedDevice::state();
+                std::lock_guard engine_lock(s.mutex);
+                s.engine.allocate_on(block, size, stream, device);
+            } catch (...) {  // out of memory for the bookkeeping: the block goes back where it came from
+                if (hit) {
+                    pool.cached.push_back(Cached{block, size, device, Event{}});
+                } else {
+                    SimulatedDevice::deallocate(block, size);
+                }
+                throw;
+            }
         }
         pool.in_use.emplace(block, InUse{size, device});
         auto& st = pool.stats;
@@ -182,7 +201,7 @@ private:
             if (it->bytes != size || it->device != device) {
                 continue;
             }
-            const bool usable = s.engine.reached(it->freed) || (stream >= 0 && s.engine.follows(stream, it->freed));
+            const bool usable = s.engine.reached(it->freed) || (stream != -1 && s.engine.follows(stream, it->freed));
             if (usable) {
                 void* block = it->block;
                 s.engine.revive_block(block);
@@ -210,7 +229,7 @@ private:
             }
             const InUse block = it->second;
             Cached cached{p, block.bytes, block.device, Event{}};
-            if (stream >= 0) {
+            if (stream != -1) {
                 cached.freed = s.engine.retire_block(p, block.bytes, stream, current());
             } else {  // forget its queued users (a fault each), then keep it as a fresh block of its device
                 s.engine.remove_block(p, block.bytes);

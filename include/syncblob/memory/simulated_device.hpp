@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../core/detail/fork_lock.hpp"
 #include "../core/error.hpp"
 #include "allocator.hpp"
 #include "detail/simulated_queue.hpp"
@@ -48,7 +49,9 @@ class SimulatedAsyncDevice;
 /// Settings live in a process-wide context that a test scopes with `SimulatedDevice::Scope`.
 class SimulatedDevice {
 public:
-    /// A stream: operations on one stream run in order. Id 0 is the default stream.
+    /// A stream: operations on one stream run in order. A stream belongs to the device that was
+    /// current when it was created; id 0 names the legacy default stream of whichever device is
+    /// current where it is used, as CUDA's `cudaStreamLegacy` does (one per device).
     struct Stream {
         int id = 0;
         friend constexpr bool operator==(Stream, Stream) noexcept = default;
@@ -191,11 +194,18 @@ public:
         return d < 0 ? current() : d;
     }
 
-    /// A new stream, distinct from every other.
+    /// A new stream of the current device, distinct from every other.
     [[nodiscard]] static Stream create_stream() {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        return Stream{++s.last_stream};
+        return Stream{s.engine.create_stream(current())};
+    }
+
+    /// The device `stream` belongs to (for `Stream{0}`: the current device, whose default stream it names).
+    [[nodiscard]] static int device_of_stream(Stream stream) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        return s.engine.device_of_stream(key(stream));
     }
 
     /// Copies on `stream` and returns when the copy is done (after everything issued before it there).
@@ -205,7 +215,7 @@ public:
         std::lock_guard lock(s.mutex);
         count_copy(s, "copy");
         (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
-        s.engine.host_wait(s.engine.record(stream.id));
+        s.engine.host_wait(s.engine.point_after(key(stream)));
     }
 
     /// Issues the copy; it runs (reading `src` then) when its stream is run up to it.
@@ -221,7 +231,8 @@ public:
         auto& s = state();
         std::lock_guard lock(s.mutex);
         detail::sim::Operation op;
-        op.stream = stream.id;
+        op.stream = key(stream);
+        op.kind = detail::sim::OpKind::fill;
         op.what = "fill of " + std::to_string(bytes) + " bytes";
         op.writes = {Range{dst, bytes}};
         op.body = [dst, byte, bytes] {
@@ -230,17 +241,19 @@ public:
             }
         };
         (void)s.engine.issue(std::move(op), current());
-        s.engine.host_wait(s.engine.record(stream.id));
+        s.engine.host_wait(s.engine.point_after(key(stream)));
     }
 
     /// Queues a kernel on `stream` that reads `reads` and writes `writes`; `body` runs when the
-    /// stream is run up to it (under the simulator's lock: it must not call the simulator).
+    /// stream is run up to it (under the simulator's lock: it must not call the simulator). A
+    /// launch on a stream of another device than the current one is a fault (CUDA's fails).
     static void launch(Stream stream, std::string what, std::vector<Range> reads, std::vector<Range> writes,
                        std::function<void()> body) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
         detail::sim::Operation op;
-        op.stream = stream.id;
+        op.stream = key(stream);
+        op.kind = detail::sim::OpKind::kernel;
         op.what = "kernel " + std::move(what);
         op.reads = std::move(reads);
         op.writes = std::move(writes);
@@ -248,15 +261,19 @@ public:
         (void)s.engine.issue(std::move(op), current());
     }
 
+    /// The point after everything issued on `stream` so far, the work it waits for included.
+    /// Recording on a stream of another device than the current one is a fault (CUDA's
+    /// `cudaEventRecord` fails).
     [[nodiscard]] static Event record(Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        return s.engine.record(stream.id);
+        return s.engine.record(key(stream), current());
     }
 
     /// Blocks until `event` is reached: runs its stream's work up to it (and what that waits for).
+    /// An event of another device may be waited for.
     static void wait(Event& event) {
-        if (event.stream < 0) {
+        if (event.stream == -1) {
             return;
         }
         auto& s = state();
@@ -267,7 +284,7 @@ public:
     /// True when the work up to `event` has run; runs nothing (a queued operation runs only when
     /// something waits for it or `synchronize()` is called, so this stays false until then).
     [[nodiscard]] static bool query(const Event& event) {
-        if (event.stream < 0) {
+        if (event.stream == -1) {
             return true;
         }
         auto& s = state();
@@ -275,11 +292,27 @@ public:
         return s.engine.reached(event);
     }
 
-    /// Makes `stream`'s next operation wait for `event`; runs nothing.
+    /// Makes `stream`'s next operation wait for `event`; runs nothing. The event may belong to
+    /// another device: that orders work across devices.
     static void stream_wait(Stream stream, Event& event) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        s.engine.stream_wait(stream.id, event);
+        s.engine.stream_wait(key(stream), event);
+    }
+
+    /// The host is about to read (`write` false) or write the `bytes` bytes at `p` through a
+    /// host pointer: queued work that will still write them (or, for a write, that still reads
+    /// them) is a fault. Buffers call this on every host access; `who` names the access.
+    static void host_access(const void* p, std::size_t bytes, bool write, const char* who) noexcept {
+        if (bytes == 0) {
+            return;
+        }
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        try {
+            s.engine.check_host(Range{p, bytes}, write, who);
+        } catch (...) {  // a fault message that cannot be allocated is lost
+        }
     }
 
     static bool poisons_stale_side() noexcept { return settings().checking; }
@@ -320,6 +353,14 @@ public:
         auto& s = state();
         std::lock_guard lock(s.mutex);
         s.engine.truncate_faults(s.first_fault);
+    }
+
+    /// How much the simulator holds (queued operations, remembered accesses, streams, blocks,
+    /// faults): what must stay bounded over a long run.
+    [[nodiscard]] static detail::sim::Footprint footprint() {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        return s.engine.footprint();
     }
 
     /// Device blocks allocated and not yet freed (for leak checks).
@@ -390,12 +431,12 @@ private:
 
     struct State {
         std::mutex mutex;
+        detail::ForkLock fork_lock{mutex, detail::fork_rank::simulator};  // a fork never copies it locked
         Settings settings;
         std::uint64_t allocations_in_scope = 0;
         std::uint64_t copies_in_scope = 0;
         std::size_t live_blocks = 0;
         std::size_t live_bytes = 0;
-        int last_stream = 0;
         detail::sim::Engine engine;
         std::size_t first_fault = 0;
         std::mt19937_64 rng{0};
@@ -421,10 +462,14 @@ private:
         return device;
     }
 
+    // The engine's key for `stream` on the calling thread (Stream{0}: the current device's default stream).
+    static int key(Stream stream) noexcept { return detail::sim::Engine::key(stream.id, current()); }
+
     static detail::sim::Operation copy_operation(void* dst, const void* src, std::size_t bytes, CopyKind kind,
                                                  Stream stream) {
         detail::sim::Operation op;
-        op.stream = stream.id;
+        op.stream = key(stream);
+        op.kind = detail::sim::OpKind::copy;
         op.what = std::string(kind == CopyKind::host_to_device   ? "copy H->D"
                               : kind == CopyKind::device_to_host ? "copy D->H"
                                                                  : "copy D->D") +

@@ -102,14 +102,22 @@ public:
     /// first step of `host_data()`, for callers with a cheaper way round the other cases.
     [[nodiscard]] SYNCBLOB_ALWAYS_INLINE const void* host_data_if_fresh() const noexcept {
         const auto s = state_.load(std::memory_order_acquire);
-        return s == state_of(Head::at_host) || s == state_of(Head::synced) ? host_ : nullptr;
+        if (s == state_of(Head::at_host) || s == state_of(Head::synced)) {
+            Base::note_host_access(false, "SyncedBuffer::host_data");
+            return host_;
+        }
+        return nullptr;
     }
 
     /// The host bytes if writing them needs nothing done first (head at the host, no copy pending,
     /// writable memory allocated), else null; the state is left as it is. As `host_data_if_fresh`,
     /// the first step of `mutable_host_data()`.
     [[nodiscard]] SYNCBLOB_ALWAYS_INLINE void* mutable_host_data_if_fresh() noexcept {
-        return state_.load(std::memory_order_acquire) == state_of(Head::at_host) && !host_read_only_ ? host_ : nullptr;
+        if (state_.load(std::memory_order_acquire) == state_of(Head::at_host) && !host_read_only_) {
+            Base::note_host_access(true, "SyncedBuffer::mutable_host_data");
+            return host_;
+        }
+        return nullptr;
     }
 
     /// Host bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
@@ -417,8 +425,8 @@ private:
     friend Base;
     // The engine's members and slow path (detail/buffer_state.hpp).
     using Base::access, Base::check_borrow, Base::check_device_id, Base::count, Base::ensure_device, Base::ensure_host,
-        Base::make_stale, Base::owns_unlocked, Base::publish, Base::release_device, Base::release_host,
-        Base::require_device, Base::state_of, Base::wait_host_unlocked;
+        Base::make_stale, Base::note_host_access, Base::owns_unlocked, Base::publish, Base::release_device,
+        Base::release_host, Base::require_device, Base::state_of, Base::wait_host_unlocked;
     using Base::device_, Base::device_holding_, Base::device_kernels_, Base::device_read_only_, Base::host_,
         Base::host_holding_, Base::host_kernels_, Base::host_read_only_, Base::mutex_, Base::pending_,
         Base::poison_byte_, Base::size_, Base::state_, Base::stats_, Base::stream_;

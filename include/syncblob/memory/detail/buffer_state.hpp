@@ -90,7 +90,21 @@ protected:
         if (writes(a)) {
             make_stale(to_host ? Side::device : Side::host);
         }
+        if (to_host) {
+            note_host_access(writes(a), op);
+        }
         return to_host ? host_ : device_;
+    }
+
+    // Tells a backend that checks the host's accesses (SimulatedDevice) that the host is about to
+    // read or write the host side through its pointer: queued device work that still uses that
+    // memory is then a race it reports.
+    SYNCBLOB_ALWAYS_INLINE void note_host_access(bool write, std::string_view who) const noexcept {
+        if constexpr (requires { Device::host_access(host_, size_, write, who.data()); }) {
+            if (host_ != nullptr) {
+                Device::host_access(host_, size_, write, who.data());
+            }
+        }
     }
 
     // H→D into a writable device block (allocated if needed, without zero-fill).
@@ -121,6 +135,7 @@ protected:
         HostBlock block = HostAlloc::allocate(size_);
         ++stats_.host_allocations;
         if (host_ != nullptr && preserve) {
+            note_host_access(false, "SyncedBuffer's copy on write of a read-only borrow");
             std::memcpy(block.data, host_, size_);
             count(stats_.host_to_host, stats_.host_to_host_bytes);
         } else if (zero) {

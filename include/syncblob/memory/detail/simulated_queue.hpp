@@ -2,21 +2,18 @@
 #pragma once
 
 /// \file
-/// The engine behind `SimulatedDevice`: per-stream queues of operations (copies, fills, kernels)
-/// that run later, in stream order; dependencies between streams recorded by `stream_wait`; a
-/// seeded interleaving of the streams at `synchronize`; and the misuse it can see, recorded as
-/// faults: a block freed while queued work uses it, a block touched by work issued while another
-/// device is current, and two unordered operations on different streams where one writes what the
-/// other touches. Ordering is tracked with vector clocks (one counter per stream; the host's clock
-/// is what it has waited for), so "unordered" means neither operation happens before the other.
+/// The engine behind `SimulatedDevice`: per-stream queues of operations (copies, fills, kernels,
+/// stream-ordered allocations and frees) that run later, in stream order; dependencies between
+/// streams recorded by `stream_wait`; a seeded interleaving of the streams at `synchronize`; and
+/// the misuse it can see, recorded as faults. Ordering is tracked with vector clocks (one counter
+/// per stream; the host's clock is what it has waited for), so "unordered" means neither operation
+/// happens before the other. Streams belong to devices, as CUDA's do: each device has its own
+/// legacy default stream.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <deque>
-#include <functional>
-#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -24,74 +21,11 @@
 #include <vector>
 
 #include "../../core/config.hpp"
+#include "simulated_ops.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail::sim {
-
-/// Bytes an operation reads or writes.
-struct Range {
-    const void* data = nullptr;
-    std::size_t bytes = 0;
-};
-
-/// A vector clock: for each stream, how many of its operations are known to have happened.
-using Clock = std::map<int, std::uint64_t>;
-
-inline void merge(Clock& into, const Clock& from) {
-    for (const auto& [stream, n] : from) {
-        auto& mine = into[stream];
-        mine = std::max(mine, n);
-    }
-}
-
-// True when everything `a` knows of has happened by `b`: an operation stamped `a` happens before
-// one stamped `b`.
-inline bool happens_before(const Clock& a, const Clock& b) {
-    return std::all_of(a.begin(), a.end(), [&](const auto& entry) {
-        const auto it = b.find(entry.first);
-        return it != b.end() && it->second >= entry.second;
-    });
-}
-
-inline bool overlap(const Range& a, const Range& b) {
-    const auto x = reinterpret_cast<std::uintptr_t>(a.data);
-    const auto y = reinterpret_cast<std::uintptr_t>(b.data);
-    return a.bytes != 0 && b.bytes != 0 && x < y + b.bytes && y < x + a.bytes;
-}
-
-inline std::string hex(const void* p) {
-    char text[2 * sizeof(void*) + 3];
-    std::snprintf(text, sizeof text, "%p", p);
-    return text;
-}
-
-/// A point in a stream: its operations up to `sequence`, and what they had seen.
-struct Point {
-    int stream = -1;
-    std::uint64_t sequence = 0;
-    Clock clock;
-};
-
-struct Operation {
-    int stream = 0;
-    std::uint64_t sequence = 0;
-    std::string what;
-    std::vector<Range> reads;
-    std::vector<Range> writes;
-    std::vector<Point> waits;  // other streams' points this operation runs after (stream_wait)
-    Clock clock;
-    std::function<void()> body;  // empty once cancelled
-};
-
-// One access of a past or queued operation, kept while a later operation could race with it.
-struct Access {
-    Range range;
-    bool write = false;
-    int stream = 0;
-    Clock clock;
-    std::string what;
-};
 
 struct Block {
     std::size_t bytes = 0;
@@ -108,6 +42,32 @@ struct StreamQueue {
 /// All of it; the caller (SimulatedDevice) holds the lock.
 class Engine {
 public:
+    // ---- streams --------------------------------------------------------------------------------
+
+    /// The key of stream `id` as seen while `current_device` is current: `Stream{0}` is that
+    /// device's legacy default stream.
+    [[nodiscard]] static int key(int id, int current_device) noexcept {
+        return id == 0 ? default_stream_key(current_device) : id;
+    }
+
+    /// A new stream of `device`; returns its id.
+    int create_stream(int device) {
+        const int id = ++last_stream_;
+        stream_devices_[id] = device;
+        return id;
+    }
+
+    /// The device a stream belongs to.
+    [[nodiscard]] int device_of_stream(int key) const {
+        if (key < -1) {
+            return -2 - key;
+        }
+        const auto it = stream_devices_.find(key);
+        return it == stream_devices_.end() ? 0 : it->second;
+    }
+
+    // ---- issuing and running --------------------------------------------------------------------
+
     /// Queues `op` on its stream (stamping it, checking it for misuse); returns its sequence.
     std::uint64_t issue(Operation op, int current_device) {
         auto& s = streams_[op.stream];
@@ -116,9 +76,12 @@ public:
         op.sequence = s.issued;
         op.clock = s.clock;
         op.waits = std::exchange(s.next_waits, {});
-        check_device(op, current_device);
-        check_races(op);
-        check_freed(op);
+        if (op.kind != OpKind::marker) {
+            check_stream_device(op, current_device);
+            check_device(op, current_device);
+            check_races(op);
+            check_freed(op);
+        }
         s.queue.push_back(std::move(op));
         return s.issued;
     }
@@ -136,21 +99,41 @@ public:
             for (const auto& w : op.waits) {
                 run_until(w.stream, w.sequence);
             }
-            if (op.body) {
+            if (op.body && !op.cancelled) {
                 op.body();
             }
         }
     }
 
-    /// The point after everything issued on `stream` so far.
-    [[nodiscard]] Point record(int stream) {
+    /// An event recorded on `stream` while `current_device` is current (`cudaEventRecord` fails
+    /// when the stream belongs to another device: a fault here). See `point_after`.
+    [[nodiscard]] Point record(int stream, int current_device) {
+        const int owner = device_of_stream(stream);
+        if (owner != current_device) {
+            fault("event recorded on " + stream_name(stream) + ", which belongs to device " + std::to_string(owner) +
+                  ", while device " + std::to_string(current_device) + " is current (cudaEventRecord fails there)");
+        }
+        return point_after(stream);
+    }
+
+    /// The point after everything issued on `stream` so far, waits included: a `stream_wait` not
+    /// yet followed by an operation is carried by a marker, so the point is reached only once the
+    /// work it waits for has run too.
+    [[nodiscard]] Point point_after(int stream) {
         auto& s = streams_[stream];
+        if (!s.next_waits.empty()) {
+            Operation marker;
+            marker.stream = stream;
+            marker.kind = OpKind::marker;
+            marker.what = "recorded point";
+            (void)issue(std::move(marker), device_of_stream(stream));
+        }
         return Point{stream, s.issued, s.clock};
     }
 
     /// The host waits for `p`: runs what it needs and learns what it had seen.
     void host_wait(const Point& p) {
-        if (p.stream < 0) {
+        if (p.stream == -1) {
             return;
         }
         run_until(p.stream, p.sequence);
@@ -161,7 +144,7 @@ public:
     /// True when the work up to `p` has run (nothing runs now); the host then knows what it had
     /// seen, as after a wait.
     [[nodiscard]] bool reached(const Point& p) {
-        if (p.stream < 0) {
+        if (p.stream == -1) {
             return true;
         }
         const auto it = streams_.find(p.stream);
@@ -172,9 +155,10 @@ public:
         return true;
     }
 
-    /// `stream`'s next operation runs after `p`; nothing runs now.
+    /// `stream`'s next operation runs after `p`; nothing runs now. (Waiting on a point of another
+    /// device's stream is allowed, as in CUDA: it orders work across devices.)
     void stream_wait(int stream, const Point& p) {
-        if (p.stream < 0 || p.stream == stream) {
+        if (p.stream == -1 || p.stream == stream) {
             return;
         }
         auto& s = streams_[stream];
@@ -203,13 +187,40 @@ public:
         prune();
     }
 
+    /// Copies, fills, kernels and frees issued and not yet run (stream-ordered allocations and the
+    /// markers that carry waits into a point do no work: they are not counted).
     [[nodiscard]] std::size_t queued() const {
         std::size_t n = 0;
         for (const auto& [id, s] : streams_) {
-            n += s.queue.size();
+            n += static_cast<std::size_t>(std::count_if(s.queue.begin(), s.queue.end(), [](const Operation& op) {
+                return op.kind != OpKind::marker && op.kind != OpKind::allocation;
+            }));
         }
         return n;
     }
+
+    // ---- the host's own accesses ----------------------------------------------------------------
+
+    /// The host is about to read (or write) `r`: queued work that will still write it (or that
+    /// still reads or writes it) races with the host, a fault.
+    void check_host(const Range& r, bool write, const std::string& who) {
+        for (const auto& [id, s] : streams_) {
+            for (const auto& op : s.queue) {
+                if (!op.body || op.cancelled) {
+                    continue;
+                }
+                const bool writes = touches(op.writes, r);
+                if (writes || (write && touches(op.reads, r))) {
+                    fault(who + (write ? " writes " : " reads ") + std::to_string(r.bytes) + " host bytes at " +
+                          hex(r.data) + " while " + op.what + " queued on " + stream_name(id) + " still " +
+                          (writes ? "writes" : "reads") + " them");
+                    return;  // one fault per access
+                }
+            }
+        }
+    }
+
+    // ---- device blocks --------------------------------------------------------------------------
 
     void add_block(const void* p, std::size_t bytes, int device) { blocks_[p] = Block{bytes, device}; }
 
@@ -219,10 +230,10 @@ public:
         const Range block{p, bytes == 0 ? 1 : bytes};
         for (auto& [id, s] : streams_) {
             for (auto& op : s.queue) {
-                if (op.body && (touches(op.reads, block) || touches(op.writes, block))) {
+                if (op.body && !op.cancelled && (touches(op.reads, block) || touches(op.writes, block))) {
                     fault("block " + hex(p) + " (" + std::to_string(bytes) + " bytes) freed while " + op.what +
-                          " queued on stream " + std::to_string(id) + " still uses it");
-                    op.body = nullptr;
+                          " queued on " + stream_name(id) + " still uses it");
+                    op.cancelled = true;
                 }
             }
         }
@@ -231,7 +242,17 @@ public:
         freed_.erase(p);
     }
 
-    // ---- the stream-ordered allocator (SimulatedAsyncDevice) ----
+    /// A stream-ordered allocation of block `p` on `stream`: an operation that "writes" the whole
+    /// block, so work on another stream that uses the block before it is ordered after the
+    /// allocation is a fault.
+    void allocate_on(const void* p, std::size_t bytes, int stream, int current_device) {
+        Operation op;
+        op.stream = stream;
+        op.kind = OpKind::allocation;
+        op.what = "stream-ordered allocation of " + std::to_string(bytes) + " bytes at " + hex(p);
+        op.writes = {Range{p, bytes == 0 ? 1 : bytes}};
+        (void)issue(std::move(op), current_device);
+    }
 
     /// Queues the stream-ordered free of a block on `stream` and returns the point where `stream`
     /// reaches it. Work on another stream that touches the block and is not ordered before the
@@ -240,20 +261,12 @@ public:
     Point retire_block(const void* p, std::size_t bytes, int stream, int current_device) {
         Operation op;
         op.stream = stream;
+        op.kind = OpKind::free;
         op.what = "stream-ordered free of " + std::to_string(bytes) + " bytes at " + hex(p);
+        op.writes = {Range{p, bytes == 0 ? 1 : bytes}};
         (void)issue(std::move(op), current_device);
-        Point at = record(stream);
-        const Range block{p, bytes == 0 ? 1 : bytes};
-        for (const auto& a : history_) {
-            if (a.stream != stream && overlap(a.range, block) && !happens_before(a.clock, at.clock)) {
-                fault("block " + hex(p) + " (" + std::to_string(bytes) + " bytes) freed on stream " +
-                      std::to_string(stream) + " while " + a.what + " on stream " + std::to_string(a.stream) +
-                      ", not ordered before the free, still uses it");
-                break;  // one fault per free
-            }
-        }
-        freed_[p] = Freed{block.bytes, stream};
-        return at;
+        freed_[p] = Freed{bytes == 0 ? 1 : bytes, stream};
+        return point_after(stream);
     }
 
     /// The block freed by `retire_block` is handed out again: work may touch it.
@@ -262,7 +275,7 @@ public:
     /// True when `stream`'s next operation runs after `p` (through `stream_wait`, or because the
     /// host has waited for `p`): a block freed at `p` may then be handed to work on `stream`.
     [[nodiscard]] bool follows(int stream, const Point& p) const {
-        if (p.stream < 0 || p.stream == stream) {
+        if (p.stream == -1 || p.stream == stream) {
             return true;
         }
         Clock known = host_clock_;
@@ -277,7 +290,7 @@ public:
     [[nodiscard]] bool queued_touches(const Range& r) const {
         for (const auto& [id, s] : streams_) {
             for (const auto& op : s.queue) {
-                if (op.body && (touches(op.reads, r) || touches(op.writes, r))) {
+                if (op.body && !op.cancelled && (touches(op.reads, r) || touches(op.writes, r))) {
                     return true;
                 }
             }
@@ -291,22 +304,21 @@ public:
         return b == nullptr ? -1 : b->device;
     }
 
+    // ---- faults and bookkeeping -----------------------------------------------------------------
+
     void fault(std::string message) { faults_.push_back("SimulatedDevice: " + std::move(message)); }
     [[nodiscard]] const std::vector<std::string>& faults() const noexcept { return faults_; }
     void truncate_faults(std::size_t n) { faults_.resize(std::min(n, faults_.size())); }
 
-    /// Forgets everything queued and known (a test's fresh start).
-    void reset() {
-        streams_.clear();
-        history_.clear();
-        host_clock_.clear();
+    [[nodiscard]] Footprint footprint() const {
+        std::size_t queued_ops = 0;
+        for (const auto& [id, s] : streams_) {
+            queued_ops += s.queue.size();
+        }
+        return Footprint{queued_ops, history_.size(), streams_.size(), blocks_.size(), faults_.size()};
     }
 
 private:
-    static bool touches(const std::vector<Range>& ranges, const Range& r) {
-        return std::any_of(ranges.begin(), ranges.end(), [&](const Range& x) { return overlap(x, r); });
-    }
-
     const Block* find_block(const Range& r) const {
         auto it = blocks_.upper_bound(r.data);
         if (it == blocks_.begin()) {
@@ -316,12 +328,22 @@ private:
         return overlap(Range{it->first, it->second.bytes == 0 ? 1 : it->second.bytes}, r) ? &it->second : nullptr;
     }
 
+    // A kernel launched on a stream of another device than the current one fails in CUDA.
+    void check_stream_device(const Operation& op, int current_device) {
+        const int owner = device_of_stream(op.stream);
+        if (op.kind == OpKind::kernel && owner != current_device) {
+            fault(op.what + " launched on " + stream_name(op.stream) + ", which belongs to device " +
+                  std::to_string(owner) + ", while device " + std::to_string(current_device) +
+                  " is current (the launch fails there)");
+        }
+    }
+
     void check_device(const Operation& op, int current_device) {
         for (const auto* ranges : {&op.reads, &op.writes}) {
             for (const auto& r : *ranges) {
                 const Block* b = find_block(r);
                 if (b != nullptr && b->device != current_device) {
-                    fault(op.what + " on stream " + std::to_string(op.stream) + " touches a block of device " +
+                    fault(op.what + " on " + stream_name(op.stream) + " touches a block of device " +
                           std::to_string(b->device) + " (" + hex(r.data) + ") while device " +
                           std::to_string(current_device) + " is current");
                     return;  // one fault per operation
@@ -330,32 +352,47 @@ private:
         }
     }
 
-    // Compares `op` with every access it could race with, then remembers its own accesses.
+    // How a race between `op` and an earlier access `a` at `at` reads.
+    static std::string race(const Operation& op, const Access& a, bool write, const void* at) {
+        const std::string mine = op.what + " on " + stream_name(op.stream);
+        const std::string theirs = a.what + " on " + stream_name(a.stream);
+        if (op.kind == OpKind::free) {
+            return "block " + hex(at) + " freed on " + stream_name(op.stream) + " while " + theirs +
+                   ", not ordered before the free, still uses it";
+        }
+        if (a.allocation) {
+            return mine + " uses " + hex(at) + " before it is ordered after the " + theirs;
+        }
+        const std::string how = write && a.write ? "both write"
+                                : write          ? op.what + " writes what " + a.what + " reads"
+                                                 : a.what + " writes what " + op.what + " reads";
+        return mine + " and " + theirs + " are unordered: " + how + " at " + hex(at);
+    }
+
+    // Compares `op` with every access it could race with (one fault per operation), then
+    // remembers its own accesses.
     void check_races(const Operation& op) {
-        auto check = [&](const Range& r, bool write) {
+        auto raced = [&](const Range& r, bool write) {
             for (const auto& a : history_) {
                 if (a.stream != op.stream && (write || a.write) && overlap(a.range, r) &&
                     !happens_before(a.clock, op.clock)) {
-                    const std::string how = write && a.write ? "both write"
-                                            : write          ? op.what + " writes what " + a.what + " reads"
-                                                             : a.what + " writes what " + op.what + " reads";
-                    fault(op.what + " on stream " + std::to_string(op.stream) + " and " + a.what + " on stream " +
-                          std::to_string(a.stream) + " are unordered: " + how + " at " + hex(r.data));
-                    return;
+                    fault(race(op, a, write, r.data));
+                    return true;
                 }
             }
+            return false;
         };
+        const bool found =
+            std::any_of(op.reads.begin(), op.reads.end(), [&](const Range& r) { return raced(r, false); });
+        if (!found) {
+            (void)std::any_of(op.writes.begin(), op.writes.end(), [&](const Range& r) { return raced(r, true); });
+        }
+        const bool allocation = op.kind == OpKind::allocation;
         for (const auto& r : op.reads) {
-            check(r, false);
+            history_.push_back(Access{r, false, false, op.stream, op.clock, op.what});
         }
         for (const auto& r : op.writes) {
-            check(r, true);
-        }
-        for (const auto& r : op.reads) {
-            history_.push_back(Access{r, false, op.stream, op.clock, op.what});
-        }
-        for (const auto& r : op.writes) {
-            history_.push_back(Access{r, true, op.stream, op.clock, op.what});
+            history_.push_back(Access{r, true, allocation, op.stream, op.clock, op.what});
         }
     }
 
@@ -369,8 +406,8 @@ private:
                 }
                 --it;
                 if (overlap(Range{it->first, it->second.bytes}, r)) {
-                    fault(op.what + " on stream " + std::to_string(op.stream) + " touches block " + hex(it->first) +
-                          " after its stream-ordered free on stream " + std::to_string(it->second.stream));
+                    fault(op.what + " on " + stream_name(op.stream) + " touches block " + hex(it->first) +
+                          " after its stream-ordered free on " + stream_name(it->second.stream));
                     return;  // one fault per operation
                 }
             }
@@ -382,12 +419,15 @@ private:
         std::erase_if(history_, [&](const Access& a) { return happens_before(a.clock, host_clock_); });
     }
 
-    std::map<int, StreamQueue> streams_;
-    std::map<const void*, Block> blocks_;
     struct Freed {
         std::size_t bytes = 0;
         int stream = 0;
     };
+
+    std::map<int, StreamQueue> streams_;
+    std::map<int, int> stream_devices_;  // created streams' devices
+    int last_stream_ = 0;
+    std::map<const void*, Block> blocks_;
     std::map<const void*, Freed> freed_;  // blocks freed in stream order, not yet handed out again
     std::vector<Access> history_;
     Clock host_clock_;
