@@ -89,15 +89,14 @@ void order_after(const Buffer& runs_on, const Buffer& operand) {
     }
 }
 
-// After a kernel on `runs_on`'s stream that reads `operand`: a stream-ordered backend frees the
-// operand's device block (and may hand it out again) on the operand's own stream, so that stream
-// waits for the kernel. Reductions need none of this: their result reaches the host.
+// After a kernel on `runs_on`'s stream that reads `operand`: the operand's buffer frees its device
+// block after the work on its own stream (in stream order, or after the host waited for it), so
+// that stream waits for the kernel, whatever the backend: a caching allocator would otherwise hand
+// the block out again under the kernel. Reductions need none of this: their result reaches the host.
 template <class Buffer>
 void order_release_after(const Buffer& runs_on, const Buffer& operand) {
     using Device = typename std::remove_cvref_t<decltype(*operand)>::device_backend;
-    if constexpr (StreamOrderedBackend<Device>) {
-        detail::order_after<Device>(runs_on->stream(), operand->stream());
-    }
+    detail::order_after<Device>(runs_on->stream(), operand->stream());
 }
 
 template <bool Squares, FloatingElement T, SyncedAllocator A, class Buffer>

@@ -55,6 +55,8 @@ public:
             // may be freed by others as soon as the buffer lets go of it.
             if (pending_.for_host() && host_holding_.owned.data != nullptr && !host_holding_.lent) {
                 try {
+                    // The waits, the free and the pool's event belong to the block's device's streams.
+                    const DeviceGuard<Device> guard(device_ != nullptr ? device_holding_.device : -1);
                     pending_.order_own_stream(stream_);
                     host_holding_.template release_after<Device>(stream_);
                     release_device();
@@ -222,7 +224,7 @@ public:
             throw StateError("SyncedBuffer::push_to_device_async: needs fresh host data, but the head is " +
                              std::string(head_name(h)));
         }
-        wait_host_unlocked();
+        // No copy is pending here: every way to at_host (a host access, set_host_data) waits for it.
         check_device_id("SyncedBuffer::push_to_device_async");
         ensure_device(false, false);
         detail::order_after<Device>(stream_, stream);  // the device block may still be in use on the buffer's stream
@@ -251,9 +253,11 @@ public:
         check_device_id("SyncedBuffer::pull_to_host_async");
         ensure_host(false, false);
         // The copy reads what kernels on the buffer's stream write, and writes the host block an
-        // earlier asynchronous copy may still read: its stream waits for both (the host does not).
+        // earlier asynchronous copy may still read: its stream waits for the buffer's stream (the
+        // host does not). That covers the earlier copy too: the head reached at_device through a
+        // device access, which made the buffer's stream wait for it, and a point recorded after a
+        // wait is reached only once the waited work has run.
         detail::order_after<Device>(stream_, stream);
-        pending_.order_stream(stream);
         if (size_ != 0) {
             Device::copy_async(host_, device_, size_, CopyKind::device_to_host, stream);
             count(stats_.device_to_host, stats_.device_to_host_bytes);
@@ -319,14 +323,17 @@ public:
 
     /// The stream synchronous copies run on (the default stream unless set).
     [[nodiscard]] stream_type stream() const noexcept { return stream_; }
-    /// Makes `stream` the buffer's stream. With a stream-ordered backend, whose device block is
-    /// freed (and may be handed out again) on the buffer's stream, `stream` first waits for the
-    /// work issued on the old one, so that work is ordered before the free.
+    /// Makes `stream` the buffer's stream. When the buffer has a device block, `stream` first
+    /// waits for the work issued on the old one (with the block's device current), whatever the
+    /// backend: the copies the buffer issues next on `stream` read and write what that work
+    /// touches, and the block is freed after `stream`'s work (in stream order, where the backend
+    /// frees that way).
     /// \throws DeviceError when that wait cannot be issued (the stream is then unchanged).
     void set_stream(stream_type stream) {
-        if constexpr (StreamOrderedBackend<Device>) {
-            std::lock_guard lock(mutex_);
+        std::lock_guard lock(mutex_);
+        if constexpr (Device::has_device) {
             if (device_ != nullptr) {
+                const DeviceGuard<Device> guard(device_holding_.device);
                 detail::order_after<Device>(stream_, stream);
             }
         }

@@ -12,6 +12,8 @@
 #include <new>
 
 #include "../../memory/allocator.hpp"
+#include "../../memory/detail/stream_order.hpp"
+#include "../../memory/device_backend.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -22,6 +24,9 @@ namespace detail {
 }
 
 /// One buffer's aligned host and device memory (device null for a host-only backend or 0 bytes).
+/// Device blocks live on the device current at construction; a backend that allocates in stream
+/// order (`StreamOrderedBackend`) allocates and frees them on the arena's stream, without the
+/// host waiting; another frees them once the host has waited for that stream.
 struct ArenaBlocks {
     void* host = nullptr;
     void* device = nullptr;
@@ -44,6 +49,7 @@ public:
             data.host = allocate_host(data_host_);
             diff.host = allocate_host(diff_host_);
             if constexpr (Device::has_device) {
+                device = Device::current_device();
                 data.device = allocate_device(data_device_);
                 diff.device = allocate_device(diff_device_);
             }
@@ -58,8 +64,10 @@ public:
 
     std::size_t bytes;
     std::size_t alignment;
-    /// The stream work on the blocks is queued on: freeing waits for it first.
+    /// The stream work on the blocks is queued on: they are freed after it.
     typename Device::stream_type stream;
+    /// The device of the device blocks (-1 without any).
+    int device = -1;
     ArenaBlocks data;
     ArenaBlocks diff;
 
@@ -76,7 +84,11 @@ private:
     }
 
     void* allocate_device(void*& block) {
-        block = Device::allocate(bytes + alignment);
+        if constexpr (StreamOrderedBackend<Device>) {
+            block = Device::allocate_async(bytes + alignment, stream);
+        } else {
+            block = Device::allocate(bytes + alignment);
+        }
         auto* p = static_cast<std::byte*>(block);
         p += (alignment - reinterpret_cast<std::uintptr_t>(p) % alignment) % alignment;
         Device::fill(p, 0, bytes, stream);
@@ -87,14 +99,10 @@ private:
         if constexpr (Device::has_device) {
             if (data_device_ != nullptr || diff_device_ != nullptr) {
                 try {
-                    auto done = Device::record(stream);
-                    Device::wait(done);
-                } catch (...) {  // a failing device cannot be waited on; the blocks are freed all the same
-                }
-            }
-            for (void* block : {data_device_, diff_device_}) {
-                if (block != nullptr) {
-                    Device::deallocate(block, bytes + alignment);
+                    const DeviceGuard<Device> guard(device);
+                    free_device();
+                } catch (...) {  // the device cannot be made current: freed from the current one
+                    free_device();
                 }
             }
             data_device_ = diff_device_ = nullptr;
@@ -102,6 +110,22 @@ private:
         HostAlloc::deallocate(data_host_);
         HostAlloc::deallocate(diff_host_);
         data_host_ = diff_host_ = {};
+    }
+
+    void free_device() noexcept {
+        if constexpr (!StreamOrderedBackend<Device>) {
+            finish_before_free<Device>(stream);
+        }
+        for (void* block : {data_device_, diff_device_}) {
+            if (block == nullptr) {
+                continue;
+            }
+            if constexpr (StreamOrderedBackend<Device>) {
+                Device::deallocate_async(block, bytes + alignment, stream);
+            } else {
+                Device::deallocate(block, bytes + alignment);
+            }
+        }
     }
 
     HostBlock data_host_{};

@@ -184,13 +184,23 @@ protected:
     }
 
     void release_host() const noexcept {
+        if (host_holding_.owned.data != nullptr) {  // freeing it writes it, as far as queued work can tell
+            note_host_access(true, "SyncedBuffer's release of its host block");
+        }
         host_holding_.release();
         host_ = nullptr;
         host_read_only_ = false;
     }
 
+    // Frees (or lets go of) the device side with its own device current: a stream-ordered free on
+    // the default stream, or the wait before a plain free, belongs to that device's stream.
     void release_device() const noexcept {
-        device_holding_.release(device_, size_, stream_);
+        try {
+            const DeviceGuard<Device> guard(device_ != nullptr ? device_holding_.device : -1);
+            device_holding_.release(device_, size_, stream_);
+        } catch (...) {  // its device cannot be made current: released from the current one
+            device_holding_.release(device_, size_, stream_);
+        }
         device_ = nullptr;
         device_read_only_ = false;
     }

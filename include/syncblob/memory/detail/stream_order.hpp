@@ -71,13 +71,6 @@ public:
         }
     }
 
-    /// Another stream waits for the copy; the buffer's own bookkeeping is unchanged.
-    void order_stream(stream_type stream) {
-        if (any()) {
-            Device::stream_wait(stream, *event_);
-        }
-    }
-
 private:
     std::optional<typename Device::event_type> event_;
     bool host_ = false;
