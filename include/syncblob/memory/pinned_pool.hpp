@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/detail/fork_lock.hpp"
 #include "../core/error.hpp"
 #include "allocator.hpp"
 #include "detail/pool_segments.hpp"
@@ -238,6 +239,7 @@ private:
 
     struct State {
         std::mutex mutex;
+        detail::ForkLock fork_lock{mutex, detail::fork_rank::host_pool};  // a fork never copies it locked
         Segments segments;
         std::vector<Block*> pending;  // given back, waiting for their work (capacity: every block)
         PoolStats stats{};
