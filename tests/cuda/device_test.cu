@@ -235,6 +235,29 @@ TEST_CASE("a GPU blob goes to the device, is scaled there, and comes back", "[cu
     CHECK(blob.data_stats().device_to_host == 1);
 }
 
+TEST_CASE("cuda: math on two devices uses each device's cuBLAS handle", "[cuda][devices]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    if (syncblob::cuda::device_count() < 2) {
+        std::cout << "skipped: needs two CUDA devices, this machine has " << syncblob::cuda::device_count()
+                  << std::endl;
+        return;
+    }
+    const int before = syncblob::cuda::current_device();
+    for (const int device : {0, 1}) {
+        syncblob::cuda::set_device(device);
+        syncblob::Blob<float, syncblob::cuda::Allocator> blob{1024};
+        blob.fill(0.5f);
+        (void)blob.device_data();  // on `device`
+        syncblob::cuda::set_device(1 - device);
+        CHECK(syncblob::asum_data(blob) == 512.0f);  // runs on `device`, with its own handle
+        syncblob::scale_data(blob, 2.0f);
+        CHECK(syncblob::dot(blob, blob) == 1024.0f);
+        CHECK(syncblob::cuda::current_device() == 1 - device);
+        syncblob::cuda::set_device(device);
+    }
+    syncblob::cuda::set_device(before);
+}
+
 // ---- ordering that only a real GPU can get wrong ----------------------------------------------------
 // Each test holds a stream back with a kernel that spins for tens of milliseconds, so work issued on
 // another stream without the wait syncblob owes it runs first, on tens of MiB: a missing wait gives

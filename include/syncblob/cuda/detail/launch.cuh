@@ -86,9 +86,10 @@ void launch_for_each(const Op& op, std::int64_t n, cudaStream_t stream, std::str
 /// The bytes a reduction's block partials take at most (every accumulator is at most a double).
 inline constexpr std::size_t reduction_scratch_bytes = static_cast<std::size_t>(max_reduce_blocks) * sizeof(double);
 
-/// A reduction's scratch, reused from call to call: the block partials on the device and a pinned
-/// host copy of them (pageable when page-locked memory cannot be had). Allocating them per call
-/// cost a device allocation and a pageable (so synchronous, staged) copy every time.
+/// A reduction's scratch, reused from call to call: the block partials on the device, a pinned
+/// host copy of them (pageable when page-locked memory cannot be had), and the event the host waits
+/// on for that copy. Allocating them per call cost a device allocation and a pageable (so
+/// synchronous, staged) copy every time.
 class ReductionScratch {
 public:
     ReductionScratch() {
@@ -99,15 +100,20 @@ public:
             clear_stale_error();
             host_ = ::operator new(reduction_scratch_bytes);
         }
+        SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "cuda reduction scratch");
     }
     ReductionScratch(ReductionScratch&& other) noexcept
         : device_(std::exchange(other.device_, nullptr)),
           host_(std::exchange(other.host_, nullptr)),
-          pinned_(other.pinned_) {}
+          pinned_(other.pinned_),
+          copied_(std::exchange(other.copied_, nullptr)) {}
     ReductionScratch(const ReductionScratch&) = delete;
     ReductionScratch& operator=(const ReductionScratch&) = delete;
     ReductionScratch& operator=(ReductionScratch&&) = delete;
     ~ReductionScratch() {
+        if (copied_ != nullptr) {
+            (void)cudaEventDestroy(copied_);
+        }
         if (device_ != nullptr) {
             (void)cudaFree(device_);
         }
@@ -122,7 +128,7 @@ public:
     }
 
     /// The calling thread's scratch on `device`. One per thread and device: a reduction waits for
-    /// its stream before it returns, so the next reduction of the thread finds the scratch free,
+    /// its partials' copy before it returns, so the next reduction of the thread finds the scratch free,
     /// and no other thread uses it.
     [[nodiscard]] static ReductionScratch& of_thread(int device) {
         thread_local std::map<int, ReductionScratch> scratch;
@@ -142,14 +148,19 @@ public:
     [[nodiscard]] V* host() const noexcept {
         return static_cast<V*>(host_);
     }
+    /// Recorded after the partials' copy to the host: what the host waits for.
+    [[nodiscard]] cudaEvent_t copied() const noexcept { return copied_; }
 
 private:
     void* device_ = nullptr;
     void* host_ = nullptr;
     bool pinned_ = false;
+    cudaEvent_t copied_ = nullptr;
 };
 
-/// Σ term(i) for i in [0, n) on `stream`, waited for. Deterministic: the grid depends on n only.
+/// Σ term(i) for i in [0, n) on `stream`. The host waits for the partials' copy only (an event
+/// recorded right after it), not for work other threads queue on the stream meanwhile.
+/// Deterministic: the grid depends on n only.
 template <class Term>
 [[nodiscard]] term_value_t<Term> launch_reduce(const Term& term, std::int64_t n, cudaStream_t stream,
                                                std::string_view operation, std::string_view dtype) {
@@ -168,7 +179,8 @@ template <class Term>
     SYNCBLOB_CUDA_CHECK(
         cudaMemcpyAsync(scratch.host<V>(), scratch.device<V>(), count * sizeof(V), cudaMemcpyDeviceToHost, stream),
         launch_context(operation, dtype, n));
-    SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream), launch_context(operation, dtype, n));
+    SYNCBLOB_CUDA_CHECK(cudaEventRecord(scratch.copied(), stream), launch_context(operation, dtype, n));
+    SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(scratch.copied()), launch_context(operation, dtype, n));
     return sum_partials(scratch.host<V>(), blocks);
 }
 
