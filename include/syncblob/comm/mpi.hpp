@@ -429,8 +429,14 @@ private:
     }
 
     void complete_requests(const detail::Deadline& deadline) {
-        detail::complete(requests_, comm_, deadline, op, "MPI_Iallreduce", "the buckets' all-reduces",
-                         [&] { return detail::hold(arena_->diff_buffer().buffers()); });
+        // (The blobs' own buffers, not arena.diff_buffer(), which refuses an arena changed meanwhile.)
+        detail::complete(requests_, comm_, deadline, op, "MPI_Iallreduce", "the buckets' all-reduces", [&] {
+            std::vector<std::shared_ptr<typename ParameterArena<T, A>::buffer_type>> diffs;
+            for (const auto& blob : arena_->blobs()) {
+                diffs.push_back(blob.diff_buffer());
+            }
+            return detail::hold(diffs);
+        });
     }
 
     // Waits for what was started, within the timeout; ignores errors (a destructor cannot report

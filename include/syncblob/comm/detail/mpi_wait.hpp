@@ -149,7 +149,12 @@ void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline&
     int size = 0;
     (void)MPI_Comm_rank(comm, &rank);
     (void)MPI_Comm_size(comm, &size);
-    Graveyard::add({std::move(requests), keep()});
+    std::vector<std::shared_ptr<void>> memory;
+    try {
+        memory = keep();
+    } catch (...) {  // the requests are kept all the same; their memory is then the caller's to keep
+    }
+    Graveyard::add({std::move(requests), std::move(memory)});
     requests.clear();
     mark_out_of_step(comm, op);
     throw TimeoutError(std::string(op) + ": timed out after " + std::to_string(deadline.timeout().count()) +
