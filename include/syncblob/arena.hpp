@@ -84,19 +84,16 @@ public:
     /// Lays the blobs out in order of addition, allocates the data and diff buffers (host and, for
     /// a backend with a device, device: one block each, zero-filled) and lends every blob its
     /// slices. Contents a blob was given before seal are copied into its slices.
-    /// \throws StateError when already sealed; std::bad_alloc (nothing changes).
+    /// \throws StateError when already sealed; ShapeError when the blobs laid out with their
+    /// padding exceed the addressable size (checked before anything is allocated); std::bad_alloc
+    /// (nothing changes).
     void seal() {
         if (sealed()) {
             throw StateError("ParameterArena::seal: the arena is already sealed");
         }
-        std::vector<Slice> slices;
-        slices.reserve(blobs_.size());
-        std::size_t offset = 0;
-        for (const auto& blob : blobs_) {
-            const auto bytes = static_cast<std::size_t>(blob->count()) * sizeof(T);
-            slices.push_back({offset, bytes});
-            offset = detail::round_up(offset + bytes, alignment);
-        }
+        std::vector<Slice> slices = layout();
+        const std::size_t offset =
+            slices.empty() ? 0 : detail::round_up(slices.back().offset + slices.back().bytes, alignment);
         auto storage = std::make_shared<detail::ArenaStorage<Allocator>>(offset, alignment, stream_);
         for (std::size_t i = 0; i < blobs_.size(); ++i) {
             lend(*blobs_[i]->data_buffer(), storage->data, slices[i], storage);
@@ -128,10 +125,14 @@ public:
         return detail::BlobRange<const blob_type, const std::vector<std::unique_ptr<blob_type>>>(blobs_);
     }
 
-    /// Elements of all blobs (padding excluded).
+    /// Elements of all blobs (padding excluded). Before seal the blobs may hold more than an arena
+    /// can (seal refuses them): the sum then stops at INT64_MAX.
     [[nodiscard]] std::int64_t count() const noexcept {
         std::int64_t n = 0;
         for (const auto& b : blobs_) {
+            if (b->count() > INT64_MAX - n) {  // counts are never negative
+                return INT64_MAX;
+            }
             n += b->count();
         }
         return n;
@@ -221,6 +222,27 @@ public:
     }
 
 private:
+    // Where each blob's slices go: in order of addition, each at a multiple of `alignment`.
+    // \throws ShapeError when the slices and their padding (and the alignment slack of the blocks)
+    // would pass PTRDIFF_MAX bytes, before any offset wraps round.
+    std::vector<Slice> layout() const {
+        constexpr auto limit = static_cast<std::size_t>(PTRDIFF_MAX) - 2 * alignment;
+        std::vector<Slice> slices;
+        slices.reserve(blobs_.size());
+        std::size_t offset = 0;
+        for (std::size_t i = 0; i < blobs_.size(); ++i) {
+            const auto bytes = static_cast<std::size_t>(blobs_[i]->count()) * sizeof(T);  // a blob's bytes fit
+            if (bytes > limit - offset) {
+                throw ShapeError("ParameterArena::seal: blob " + std::to_string(i) + " (" + blobs_[i]->shape_string() +
+                                 ", " + std::to_string(bytes) + " bytes) at offset " + std::to_string(offset) +
+                                 " takes the arena past the addressable size");
+            }
+            slices.push_back({offset, bytes});
+            offset = detail::round_up(offset + bytes, alignment);
+        }
+        return slices;
+    }
+
     void require_sealed(std::string_view op) const {
         if (!sealed()) {
             throw StateError(std::string(op) + ": the arena is not sealed (call seal() after adding its " +

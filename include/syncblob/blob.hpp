@@ -192,7 +192,9 @@ public:
     /// diff keeps its own, and sharing through `share_data` ends); otherwise a blob sharing the
     /// data buffer sees the lent memory too.
     /// \throws ShapeError when `elements` < count() or `data` is null for a non-empty blob;
-    /// StateError on a blob without a shape. Nothing changes when it throws.
+    /// StateError on a blob without a shape, and when the count() elements at `data` overlap a block
+    /// the blob's data or diff buffer owns (at any offset, the tail past count() included): that
+    /// buffer would free it under the borrow. Nothing changes when it throws.
     void set_host_data(T* data, std::size_t elements, Borrow borrow = {}) {
         lend("Blob::set_host_data", false, data, elements, std::move(borrow));
     }
@@ -447,12 +449,16 @@ private:
             throw ShapeError(std::string(op) + ": " + std::to_string(elements) + " elements lent, but the blob " +
                              shape_.to_string() + " holds " + std::to_string(count_));
         }
-        if (diff_->owns(data)) {  // the diff would free it under the data (share_diff, reshape, destruction)
-            throw StateError(std::string(op) +
-                             ": the memory belongs to this blob's diff (alias buffers with "
-                             "share_data / share_diff, or copy with copy_from)");
-        }
         const std::size_t bytes = static_cast<std::size_t>(count_) * sizeof(T);
+        // Either buffer would free its block under the borrow: the data when a capacity above the
+        // count moves the borrow to a new buffer (below), or when it or a blob sharing it lets go
+        // later; the diff on share_diff, reshape or destruction.
+        for (const auto& [buffer, name] : {std::pair{data_.get(), "data"}, std::pair{diff_.get(), "diff"}}) {
+            if (buffer->owns(data, bytes)) {
+                throw StateError(std::string(op) + ": the memory belongs to this blob's " + name +
+                                 " (alias buffers with share_data / share_diff, or copy with copy_from)");
+            }
+        }
         auto lend_to = [&](buffer_type& buffer) {
             if (device) {
                 buffer.set_device_data(data, bytes, std::move(borrow));

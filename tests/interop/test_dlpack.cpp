@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../blob/blob_test_support.hpp"
+#include "dlpack_fake.hpp"
 
 #if __has_include(<ATen/dlpack.h>)
 #include <ATen/dlpack.h>  // another declaration of the legacy ABI, as a user's <dlpack/dlpack.h>
@@ -45,62 +46,13 @@ using dl::to_dlpack;
 using dl::to_dlpack_legacy;
 using dl::TypeCode;
 using dl::UniqueTensor;
+using dlpack_test::Fake;
+using dlpack_test::Legacy;
+using dlpack_test::make_tensor;
+using dlpack_test::Spec;
+using dlpack_test::Versioned;
 
 namespace {
-
-// A producer's tensor over memory the test owns; its deleter counts its calls.
-template <class Managed>
-struct Fake {
-    Managed managed{};
-    std::vector<std::int64_t> shape;
-    std::vector<std::int64_t> strides;
-    int* deletions = nullptr;
-
-    static void deleter(Managed* self) noexcept {
-        auto* fake = static_cast<Fake*>(self->manager_ctx);
-        ++*fake->deletions;
-        delete fake;
-    }
-};
-
-struct Spec {
-    void* data = nullptr;
-    dl::DLDataType dtype = dl_data_type<float>;
-    std::vector<std::int64_t> shape;
-    std::optional<std::vector<std::int64_t>> strides = std::nullopt;
-    dl::DLDevice device{DeviceType::cpu, 0};
-    std::uint64_t byte_offset = 0;
-    std::uint64_t flags = 0;
-    dl::DLPackVersion version = abi_version;
-};
-
-template <class Managed>
-Managed* make_tensor(int& deletions, Spec spec) {
-    auto* fake = new Fake<Managed>;
-    fake->deletions = &deletions;
-    fake->shape = std::move(spec.shape);
-    dl::DLTensor& t = fake->managed.dl_tensor;
-    t.data = spec.data;
-    t.device = spec.device;
-    t.ndim = static_cast<std::int32_t>(fake->shape.size());
-    t.dtype = spec.dtype;
-    t.shape = fake->shape.data();
-    if (spec.strides) {
-        fake->strides = *spec.strides;
-        t.strides = fake->strides.data();
-    }
-    t.byte_offset = spec.byte_offset;
-    fake->managed.manager_ctx = fake;
-    fake->managed.deleter = &Fake<Managed>::deleter;
-    if constexpr (std::is_same_v<Managed, dl::DLManagedTensorVersioned>) {
-        fake->managed.version = spec.version;
-        fake->managed.flags = spec.flags;
-    }
-    return &fake->managed;
-}
-
-using Versioned = dl::DLManagedTensorVersioned;
-using Legacy = dl::DLManagedTensor;
 
 // How many exported tensors (or other holders) share the blob's data buffer, besides the blob.
 template <class B>

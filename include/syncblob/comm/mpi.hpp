@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -28,7 +29,9 @@
 #include "../arena.hpp"
 #include "../core/error.hpp"
 #include "detail/bucket_plan.hpp"
+#include "detail/mpi_agree.hpp"
 #include "detail/mpi_call.hpp"
+#include "detail/mpi_wait.hpp"
 #include "error.hpp"
 #include "reduce.hpp"
 
@@ -47,7 +50,22 @@ struct Options {
     /// Open MPI's shared-memory transport in cache: on 2 ranks here a 256 MiB arena reduces 2.5–3× faster in 4 MiB
     /// pieces than in one call (see docs/scaling-out.md). Every rank must pass the same value (checked with the arena).
     std::size_t piece_bytes = std::size_t{4} << 20;
+    /// How long a call waits for the other ranks before it gives up with TimeoutError: unset, as long
+    /// as MPI's blocking calls do. Set, the agreement and the collectives are MPI's non-blocking
+    /// ones, tested in a loop until they complete or the time has passed (from the start of the
+    /// call; for a BucketedAllreduce, of its construction, of `wait()` and of its destruction).
+    /// What a timeout leaves behind: docs/scaling-out.md. Ranks may wait for different times, but
+    /// `allreduce_diff` and `broadcast_data` need it set on every rank or on none (a blocking and a
+    /// non-blocking collective never match): otherwise every rank throws the same StateError.
+    std::optional<std::chrono::milliseconds> timeout{};
 };
+
+/// Operations of this process given up on at a timeout that MPI has not completed yet (it
+/// completes them if the missing ranks join later; until then syncblob keeps the memory they use).
+/// Tests each of them first, letting MPI progress.
+inline std::size_t abandoned_operations() noexcept {
+    return detail::Graveyard::reap();
+}
 
 /// Whether the MPI library is taken as device-aware when `Options` does not say: the environment
 /// variable `SYNCBLOB_MPI_DEVICE_AWARE` (`1` or `0`) if set, else Open MPI's
@@ -118,12 +136,14 @@ inline int comm_size(MPI_Comm comm, std::string_view op) {
 /// or the mean (sum / ranks). A collective call: every rank of `comm` calls it with an arena of the
 /// same layout and the same `reduce`, otherwise every rank throws the same StateError before any
 /// data moves. Runs over `INT_MAX` elements are split into several calls.
-/// \throws StateError (arenas or calls that differ, an unsealed or altered arena, MPI not
-/// initialized); CommError when an MPI call fails; DeviceError from staging copies.
+/// \throws StateError (arenas or calls that differ, a `reduce` that is not a Reduce, an unsealed or
+/// altered arena, MPI not initialized, a communicator given up on earlier); CommError when an MPI
+/// call fails; DeviceError from staging copies; TimeoutError when `options.timeout` passes.
 template <MpiElement T, SyncedAllocator A>
 CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, Options options = {}) {
     using Device = typename A::device_backend;
     constexpr std::string_view op = "mpi::allreduce_diff";
+    const detail::Deadline deadline(options.timeout);
     detail::ErrorsReturn errors(comm, op);
     const int ranks = detail::comm_size(comm, op);
     CommStats stats;
@@ -150,16 +170,24 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
         staged = detail::device_only(diff.buffers(), 0, diff.buffers().size());
         p = diff.mutable_host_data().data();
     });
-    detail::agree(arena, comm, op, syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
-                  options.piece_bytes, failure);
+    detail::agree(arena, comm, op,
+                  {syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
+                   options.piece_bytes, deadline.bounded()},
+                  deadline, failure);
     // Reduces in pieces; a mean scales each piece right after its reduction, while it is in cache.
     const bool average = reduce == Reduce::mean && !stats.on_device;
     const std::size_t piece = options.piece_bytes == 0 ? n : std::max<std::size_t>(options.piece_bytes / sizeof(T), 1);
     for (std::size_t first = 0; first < n; first += piece) {
         const std::size_t m = std::min(piece, n - first);
         stats.calls += detail::in_pieces(m, [&](std::size_t offset, int count) {
-            detail::check(MPI_Allreduce(MPI_IN_PLACE, p + first + offset, count, detail::datatype<T>(), MPI_SUM, comm),
-                          op, "MPI_Allreduce");
+            T* q = p + first + offset;
+            detail::collective(
+                deadline, comm, op, "MPI_Allreduce", "MPI_Iallreduce", "the all-reduce",
+                [&] { return MPI_Allreduce(MPI_IN_PLACE, q, count, detail::datatype<T>(), MPI_SUM, comm); },
+                [&](MPI_Request* r) {
+                    return MPI_Iallreduce(MPI_IN_PLACE, q, count, detail::datatype<T>(), MPI_SUM, comm, r);
+                },
+                [&] { return detail::hold(view->buffers()); });
         });
         if (average) {
             detail::divide(p + first, m, ranks);
@@ -176,19 +204,18 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
 /// The root's data is read where it is fresh; on the other ranks each blob ends fresh on the side
 /// it was fresh on before (device-fresh blobs receive on the host and are copied H→D, unless the
 /// MPI is device-aware and every blob is fresh on the device). A collective call, checked as
-/// allreduce_diff. \throws IndexError (on every rank) when `root` is not a rank of `comm`; as allreduce_diff.
+/// allreduce_diff; `root` is checked there too, on every rank alike. \throws IndexError (on every
+/// rank, with the same message) when some rank's `root` is not a rank of `comm`; as allreduce_diff.
 template <MpiElement T, SyncedAllocator A>
 CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, Options options = {}) {
     using Device = typename A::device_backend;
     constexpr std::string_view op = "mpi::broadcast_data";
+    const detail::Deadline deadline(options.timeout);
     detail::ErrorsReturn errors(comm, op);
     int rank = 0;
     detail::check(MPI_Comm_rank(comm, &rank), op, "MPI_Comm_rank");
-    const int ranks = detail::comm_size(comm, op);
-    if (root < 0 || root >= ranks) {
-        throw IndexError(std::string(op) + ": root " + std::to_string(root) +
-                         " is not a rank of the communicator [0, " + std::to_string(ranks) + ")");
-    }
+    // `root` is checked in the agreement, on every rank: a rank that threw here, before it, would
+    // leave the others waiting there. Until then a root outside the communicator is no rank's.
     CommStats stats;
     std::size_t n = 0;
     T* p = nullptr;
@@ -216,8 +243,10 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
             p = const_cast<T*>(data.host_data().data());  // read only: MPI_Bcast does not write at the root
         }
     });
-    detail::agree(arena, comm, op, syncblob::detail::CommOperation::broadcast, static_cast<std::uint64_t>(root), 0, 0,
-                  0, failure);
+    detail::agree(arena, comm, op,
+                  {syncblob::detail::CommOperation::broadcast, static_cast<std::uint64_t>(std::int64_t{root}), 0, 0, 0,
+                   deadline.bounded()},
+                  deadline, failure);
     stats.on_device = device;
     if (rank != root) {
         auto& data = *view;
@@ -229,7 +258,11 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
         }
     }
     stats.calls = detail::in_pieces(n, [&](std::size_t first, int count) {
-        detail::check(MPI_Bcast(p + first, count, detail::datatype<T>(), root, comm), op, "MPI_Bcast");
+        detail::collective(
+            deadline, comm, op, "MPI_Bcast", "MPI_Ibcast", "the broadcast",
+            [&] { return MPI_Bcast(p + first, count, detail::datatype<T>(), root, comm); },
+            [&](MPI_Request* r) { return MPI_Ibcast(p + first, count, detail::datatype<T>(), root, comm, r); },
+            [&] { return detail::hold(view->buffers()); });
     });
     if (!staged.empty()) {
         detail::push_back_to_device(view->buffers(), staged);
@@ -243,19 +276,29 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
 /// in it is `ready`, in bucket order, so the last layers' gradients travel while backward still
 /// computes the first ones. Do not touch a started bucket's diffs before `wait()`. Open MPI
 /// progresses non-blocking collectives inside MPI calls: `test()` now and then helps.
-/// Move-only; destroying it waits for what was started.
+///
+/// Move-only. Destroying a handle before `wait()` waits for the buckets it started (within
+/// `Options::timeout` from the destruction, when set; then they are given up as `wait()` gives them
+/// up) and starts no other: the other ranks' waits for a bucket this one never started end in their
+/// own TimeoutError (or never, without a timeout). When it had started some buckets but not all, or
+/// gave any up, the communicator is marked out of step on this rank: the next syncblob call on it
+/// throws StateError instead of being matched with the other ranks' buckets. docs/scaling-out.md
+/// says more.
 template <MpiElement T, SyncedAllocator A>
 class BucketedAllreduce {
 public:
     /// Plans the buckets (the first at most `first_bytes`, the others at most `bucket_bytes`) and
     /// checks, collectively, that every rank plans the same; starts nothing.
-    /// \throws as allreduce_diff; ShapeError when a bucket limit is 0.
+    /// \throws as allreduce_diff; ShapeError (on every rank) when some rank's bucket limit is 0.
     BucketedAllreduce(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, std::size_t first_bytes,
                       std::size_t bucket_bytes, Options options = {})
         : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
+        const detail::Deadline deadline(options.timeout);
         detail::ErrorsReturn errors(comm, op);
-        detail::agree(arena, comm, op, syncblob::detail::CommOperation::bucketed_allreduce,
-                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes, options.piece_bytes);
+        detail::agree(arena, comm, op,
+                      {syncblob::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce),
+                       first_bytes, bucket_bytes, options.piece_bytes},
+                      deadline);
         ranks_ = detail::comm_size(comm, op);
         plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
         staged_.resize(plan_.buckets().size());
@@ -313,14 +356,15 @@ public:
     }
 
     /// Starts what is not started yet, waits for every bucket, divides for a mean, and copies the
-    /// staged blobs' results back to the device. \throws StateError when called twice; CommError.
+    /// staged blobs' results back to the device. \throws StateError when called twice; CommError;
+    /// TimeoutError when `Options::timeout` passes (from this call) before every bucket is done:
+    /// the buckets are then given up (see mpi::Options::timeout), and the diffs are unspecified.
     CommStats wait() {
         start_all();
+        const detail::Deadline deadline(options_.timeout);
         detail::ErrorsReturn errors(comm_, op);
         waited_ = true;
-        detail::check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), op,
-                      "MPI_Waitall");
-        requests_.clear();
+        complete_requests(deadline);
         auto diff = arena_->diff_buffer();
         for (std::size_t b = 0; b < plan_.buckets().size(); ++b) {
             const Bucket& bucket = plan_.buckets()[b];
@@ -384,12 +428,35 @@ private:
         }
     }
 
-    // Waits for what was started, ignoring errors (a destructor cannot report them).
+    void complete_requests(const detail::Deadline& deadline) {
+        // (The blobs' own buffers, not arena.diff_buffer(), which refuses an arena changed meanwhile.)
+        detail::complete(requests_, comm_, deadline, op, "MPI_Iallreduce", "the buckets' all-reduces", [&] {
+            std::vector<std::shared_ptr<typename ParameterArena<T, A>::buffer_type>> diffs;
+            for (const auto& blob : arena_->blobs()) {
+                diffs.push_back(blob.diff_buffer());
+            }
+            return detail::hold(diffs);
+        });
+    }
+
+    // Waits for what was started, within the timeout; ignores errors (a destructor cannot report
+    // them). A sequence of buckets left unfinished marks the communicator (see the class comment).
     void abandon() noexcept {
-        if (!requests_.empty()) {
-            (void)MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-            requests_.clear();
+        if (arena_ == nullptr || waited_) {
+            return;
         }
+        try {
+            detail::ErrorsReturn errors(comm_, op);
+            if (plan_.started() != 0 && plan_.started() != plan_.buckets().size()) {
+                detail::mark_out_of_step(comm_, op);
+            }
+            if (!requests_.empty()) {
+                complete_requests(detail::Deadline(options_.timeout));
+            }
+        } catch (...) {  // MPI finalized, a failing MPI call, or a timeout (which marked the communicator)
+        }
+        requests_.clear();
+        waited_ = true;
     }
 
     ParameterArena<T, A>* arena_ = nullptr;

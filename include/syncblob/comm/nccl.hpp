@@ -11,17 +11,26 @@
 ///
 /// As with NCCL itself, one thread (or process) drives each communicator: several communicators
 /// driven from one thread need NCCL's group calls around them and are not supported here.
+///
+/// Waits (the agreement, `BucketedAllreduce::wait`) take an optional timeout (`Options`): the host
+/// polls the stream and `ncclCommGetAsyncError` until the work is done or the time has passed, then
+/// throws TimeoutError. The kernels of a collective that a rank never joined keep waiting on the
+/// GPU: NCCL's only way to end them is `ncclCommAbort`, which the owner of the communicator calls
+/// (syncblob never aborts a communicator it was lent). See docs/scaling-out.md.
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,6 +57,13 @@ concept NcclElement =
 /// An arena NCCL can reach: its device backend is CUDA's.
 template <class A>
 concept NcclAllocator = SyncedAllocator<A> && std::same_as<typename A::device_backend, cuda::Device>;
+
+/// Choices for a call.
+struct Options {
+    /// How long the host waits for the other ranks (in the agreement, in `BucketedAllreduce::wait`)
+    /// before it throws TimeoutError; unset, as long as the work takes. Ranks may differ.
+    std::optional<std::chrono::milliseconds> timeout{};
+};
 
 namespace detail {
 
@@ -90,6 +106,41 @@ inline void check(ncclResult_t status, std::string_view op, const char* call, nc
     throw CommError(message, call, static_cast<int>(status));
 }
 
+// Device scratch blocks of agreements given up on: NCCL kernels queued before them may still write
+// them until the communicator is aborted, and cudaFree would wait for those kernels. Kept, never freed.
+inline void keep_forever(void* block) {
+    static std::mutex mutex;
+    static std::vector<void*> blocks;
+    std::lock_guard lock(mutex);
+    blocks.push_back(block);
+}
+
+// Blocks until the work queued on `stream` so far is done; with a timeout, polls it and `comm`'s
+// asynchronous error until then. \throws CommError for an asynchronous NCCL error, TimeoutError
+// (naming `op` and `what` it waited for) when the time passes first.
+inline void finish(cudaStream_t stream, ncclComm_t comm, std::optional<std::chrono::milliseconds> timeout,
+                   std::string_view op, std::string_view what) {
+    auto done = cuda::Device::record(stream);
+    if (!timeout) {
+        cuda::Device::wait(done);
+        return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + *timeout;
+    while (!cuda::Device::query(done)) {
+        ncclResult_t async = ncclSuccess;
+        check(ncclCommGetAsyncError(comm, &async), op, "ncclCommGetAsyncError", comm);
+        check(async, op, "an asynchronous NCCL operation", comm);
+        if (std::chrono::steady_clock::now() >= deadline) {
+            throw TimeoutError(std::string(op) + ": timed out after " + std::to_string(timeout->count()) +
+                                   " ms waiting for " + std::string(what) +
+                                   ": a rank has not joined; its kernels keep waiting on the GPU until the "
+                                   "communicator is aborted (ncclCommAbort)",
+                               std::string(op), "cudaEventQuery", *timeout);
+        }
+        std::this_thread::yield();
+    }
+}
+
 inline std::pair<int, int> rank_and_size(ncclComm_t comm, std::string_view op) {
     if (comm == nullptr) {
         throw StateError(std::string(op) + ": the communicator is null");
@@ -101,14 +152,17 @@ inline std::pair<int, int> rank_and_size(ncclComm_t comm, std::string_view op) {
     return {rank, size};
 }
 
-/// Gathers every rank's descriptor through NCCL (on device memory, on `stream`) and throws the
-/// same StateError on every rank when any differs; when some rank's own preparation failed
-/// (`local_failure`), that rank rethrows it and the others throw a StateError naming it (see
-/// syncblob::detail::settle). Nothing of the arena has been sent yet.
+/// Gathers every rank's descriptor through NCCL (on device memory, on `stream`) and settles them on
+/// every rank alike (syncblob::detail::settle): a rank's wrong argument (a root outside the
+/// communicator, a bucket limit of 0) is the same typed error on every rank, arenas or calls that
+/// differ the same StateError; when some rank's own preparation failed (`local_failure`), that
+/// rank rethrows it and the others throw a StateError naming it. Nothing of the arena has been
+/// sent yet. \throws TimeoutError when `timeout` passes first (the scratch block is then kept).
 template <class T, class A>
 void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stream, std::string_view op,
-           syncblob::detail::CommOperation what, std::uint64_t argument, std::uint64_t first_bucket = 0,
-           std::uint64_t bucket = 0, const std::exception_ptr& local_failure = nullptr) {
+           syncblob::detail::CommOperation what, std::uint64_t argument, std::uint64_t first_bucket,
+           std::uint64_t bucket, std::optional<std::chrono::milliseconds> timeout,
+           const std::exception_ptr& local_failure = nullptr) {
     using Descriptor = syncblob::detail::ArenaDescriptor;
     std::string problem;
     Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
@@ -122,7 +176,15 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
         cuda::Device::copy(mine_on_device, &mine, sizeof(Descriptor), CopyKind::host_to_device, stream);
         check(ncclAllGather(mine_on_device, scratch, sizeof(Descriptor), ncclUint8, comm, stream), op, "ncclAllGather",
               comm);
+        try {
+            finish(stream, comm, timeout, op, "every rank to join the agreement (ncclAllGather)");
+        } catch (const TimeoutError&) {
+            keep_forever(scratch);  // the gather may still write it
+            throw;
+        }
         cuda::Device::copy(all.data(), scratch, bytes, CopyKind::device_to_host, stream);
+    } catch (const TimeoutError&) {
+        throw;
     } catch (...) {
         cuda::Device::deallocate(scratch, bytes + sizeof(Descriptor));
         throw;
@@ -150,7 +212,7 @@ std::uint64_t host_only(const Buffers& buffers, std::size_t first, std::size_t e
 /// arena of the same layout and the same `reduce`, otherwise every rank throws the same StateError
 /// before any data moves. \throws StateError; CommError when an NCCL call fails; DeviceError.
 template <NcclElement T, NcclAllocator A>
-CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce) {
+CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce, Options options = {}) {
     constexpr std::string_view op = "nccl::allreduce_diff";
     CommStats stats;
     stats.on_device = true;
@@ -166,7 +228,7 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce re
         }
     });
     detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::allreduce,
-                  static_cast<std::uint64_t>(reduce), 0, 0, failure);
+                  static_cast<std::uint64_t>(reduce), 0, 0, options.timeout, failure);
     if (p != nullptr) {
         detail::check(ncclAllReduce(p, p, view->elements(), detail::datatype<T>(),
                                     reduce == Reduce::mean ? ncclAvg : ncclSum, comm, arena.stream()),
@@ -177,19 +239,16 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce re
 }
 
 /// Copies the data of every blob of `root`'s arena into the arenas of the other ranks, in device
-/// memory, on the arena's stream. \throws IndexError (on every rank) when `root` is not a rank of
-/// `comm`; as allreduce_diff.
+/// memory, on the arena's stream. \throws IndexError (on every rank, with the same message) when
+/// some rank's `root` is not a rank of `comm`, checked in the agreement; as allreduce_diff.
 template <NcclElement T, NcclAllocator A>
-CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root) {
+CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root, Options options = {}) {
     constexpr std::string_view op = "nccl::broadcast_data";
     // Plain variables, not a structured binding: the lambda below captures `rank` (clang 14 cannot).
     const auto rank_size = detail::rank_and_size(comm, op);
     const int rank = rank_size.first;
-    const int size = rank_size.second;
-    if (root < 0 || root >= size) {
-        throw IndexError(std::string(op) + ": root " + std::to_string(root) +
-                         " is not a rank of the communicator [0, " + std::to_string(size) + ")");
-    }
+    // `root` is checked in the agreement, on every rank: a rank that threw here, before it, would
+    // leave the others waiting there. Until then a root outside the communicator is no rank's.
     CommStats stats;
     stats.on_device = true;
     std::optional<ArenaBuffer<T, A>> view;  // outlives the preparation: `p` points into it
@@ -205,7 +264,7 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root)
         }
     });
     detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::broadcast,
-                  static_cast<std::uint64_t>(root), 0, 0, failure);
+                  static_cast<std::uint64_t>(std::int64_t{root}), 0, 0, options.timeout, failure);
     if (view->elements() != 0) {
         if (rank != root) {
             p = view->mutable_device_data_for_overwrite();
@@ -219,16 +278,19 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root)
 
 /// The bucketed form: one `ncclAllReduce` per bucket (in reverse order of addition), each queued as
 /// soon as all its blobs are `ready`, in bucket order. NCCL's calls are asynchronous already;
-/// `wait()` blocks the host until the stream has run them and reports NCCL's asynchronous errors.
+/// `wait()` blocks the host until the stream has run them (within `Options::timeout`, when set)
+/// and reports NCCL's asynchronous errors. Destroying the handle queues nothing more; what it
+/// queued stays queued on the arena's stream, and a bucket some rank never queued keeps that
+/// stream waiting until the communicator is aborted (`ncclCommAbort`).
 template <NcclElement T, NcclAllocator A>
 class BucketedAllreduce {
 public:
     /// Plans the buckets and checks, collectively, that every rank plans the same; queues nothing.
     BucketedAllreduce(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce, std::size_t first_bytes,
-                      std::size_t bucket_bytes)
-        : arena_(&arena), comm_(comm), reduce_(reduce) {
+                      std::size_t bucket_bytes, Options options = {})
+        : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
         detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::bucketed_allreduce,
-                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes);
+                      static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes, options.timeout);
         plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
         stats_.bytes = arena.bytes();
         stats_.on_device = true;
@@ -248,10 +310,11 @@ public:
     }
 
     /// Queues what is left, then blocks until the stream has run every bucket.
-    /// \throws CommError for an asynchronous NCCL error; DeviceError.
+    /// \throws CommError for an asynchronous NCCL error; DeviceError; TimeoutError when
+    /// `Options::timeout` passes (from this call) first.
     CommStats wait() {
         start_all();
-        SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(arena_->stream()), "nccl::iallreduce_diff::wait");
+        detail::finish(arena_->stream(), comm_, options_.timeout, op, "the buckets' ncclAllReduce");
         ncclResult_t async = ncclSuccess;
         detail::check(ncclCommGetAsyncError(comm_, &async), op, "ncclCommGetAsyncError", comm_);
         detail::check(async, op, "ncclAllReduce (asynchronous)", comm_);
@@ -280,6 +343,7 @@ private:
     ParameterArena<T, A>* arena_;
     ncclComm_t comm_;
     Reduce reduce_;
+    Options options_;
     syncblob::detail::BucketPlan plan_;
     CommStats stats_{};
 };
@@ -287,8 +351,8 @@ private:
 /// Queues a bucketed all-reduce of every bucket at once (buckets of at most `bucket_bytes`).
 template <NcclElement T, NcclAllocator A>
 BucketedAllreduce<T, A> iallreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce,
-                                        std::size_t bucket_bytes) {
-    BucketedAllreduce<T, A> handle(arena, comm, reduce, bucket_bytes, bucket_bytes);
+                                        std::size_t bucket_bytes, Options options = {}) {
+    BucketedAllreduce<T, A> handle(arena, comm, reduce, bucket_bytes, bucket_bytes, options);
     handle.start_all();
     return handle;
 }

@@ -13,7 +13,9 @@
 /// throws, the deleter has already been called. Either way the caller must not touch the tensor
 /// afterwards.
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -22,12 +24,14 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../blob.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../memory/simulated_device.hpp"
 #include "../memory/synced_buffer.hpp"
+#include "detail/dlpack_import.hpp"
 #include "dlpack_abi.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -71,12 +75,31 @@ concept HasDeviceType = requires {
     { DeviceTypeOf<Backend>::value } -> std::convertible_to<DeviceType>;
 };
 
-/// Calls a managed tensor's deleter (when it has one): the deleter of `UniqueTensor`.
+namespace detail {
+inline std::atomic<std::uint64_t> deleter_exception_count{0};
+}  // namespace detail
+
+/// How many exceptions the deleters of imported tensors (and of `UniqueTensor`s) have thrown in
+/// this process. syncblob calls a deleter where nothing may throw (a destructor, or while another
+/// exception leaves `from_dlpack`): an exception it throws is caught there and counted here, the
+/// deleter counts as called (it is never called again) and whatever it did not release stays
+/// with the producer. The DLPack specification gives a deleter no way to fail; this count is how a
+/// program learns that one did.
+[[nodiscard]] inline std::uint64_t deleter_exceptions() noexcept {
+    return detail::deleter_exception_count.load(std::memory_order_relaxed);
+}
+
+/// Calls a managed tensor's deleter (when it has one): the deleter of `UniqueTensor`. An
+/// exception the deleter throws is caught and counted (see `deleter_exceptions`).
 template <class Managed>
 struct CallDeleter {
     void operator()(Managed* tensor) const noexcept {
         if (tensor != nullptr && tensor->deleter != nullptr) {
-            tensor->deleter(tensor);
+            try {
+                tensor->deleter(tensor);
+            } catch (...) {
+                detail::deleter_exception_count.fetch_add(1, std::memory_order_relaxed);
+            }
         }
     }
 };
@@ -201,61 +224,77 @@ struct DeleterCall {
     void operator()(void* tensor) const noexcept { CallDeleter<Managed>{}(static_cast<Managed*>(tensor)); }
 };
 
-// The fields of a DLTensor declared by anyone, as syncblob's.
-template <class Foreign>
-DLTensor as_tensor(const Foreign& t) noexcept {
-    DLTensor view{};
-    view.data = t.data;
-    view.device = DLDevice{static_cast<DeviceType>(static_cast<std::int32_t>(t.device.device_type)),
-                           static_cast<std::int32_t>(t.device.device_id)};
-    view.ndim = static_cast<std::int32_t>(t.ndim);
-    view.dtype = DLDataType{static_cast<std::uint8_t>(t.dtype.code), static_cast<std::uint8_t>(t.dtype.bits),
-                            static_cast<std::uint16_t>(t.dtype.lanes)};
-    view.shape = t.shape;
-    view.strides = t.strides;
-    view.byte_offset = static_cast<std::uint64_t>(t.byte_offset);
-    return view;
-}
-
-// "(2, 3, 4)"
-inline std::string extents_string(const std::int64_t* values, std::int32_t n) {
-    std::string s = "(";
-    for (std::int32_t i = 0; i < n; ++i) {
-        s += (i == 0 ? "" : ", ") + std::to_string(values[i]);
+// Throws FormatError when one of the `n` bytes of a bool tensor at `data` is neither 0 nor 1
+// (reading such a byte as bool is undefined behaviour). Device memory is read through host
+// chunks of at most 1 MiB.
+template <DeviceBackend Backend>
+void check_bools(const bool* data, std::size_t n, bool on_device) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(data);
+    if (!on_device) {
+        check_bool_bytes({bytes, n}, 0);
+        return;
     }
-    return s + ")";
-}
-
-// The tensor's shape, checked: rank, extents, and C-contiguous strides.
-inline Shape import_shape(const DLTensor& t) {
-    constexpr const char* op = "dlpack::from_dlpack";
-    if (t.ndim < 0 || static_cast<std::size_t>(t.ndim) > Shape::max_axes) {
-        throw ShapeError(std::string(op) + ": ndim is " + std::to_string(t.ndim) + ", a blob has 0 to " +
-                         std::to_string(Shape::max_axes) + " axes");
-    }
-    if (t.ndim > 0 && t.shape == nullptr) {
-        throw FormatError(std::string(op) + ": shape is null for a tensor of " + std::to_string(t.ndim) + " axes");
-    }
-    Shape shape;
-    try {
-        shape = Shape(std::span<const std::int64_t>(t.shape, static_cast<std::size_t>(t.ndim)));
-    } catch (const ShapeError& e) {
-        throw ShapeError(std::string(op) + ": shape " + extents_string(t.shape, t.ndim) + ": " + e.what());
-    }
-    if (t.strides != nullptr && shape.count() != 0) {
-        std::int64_t expected = 1;
-        for (std::size_t i = shape.rank(); i-- > 0;) {
-            if (shape[i] != 1 && t.strides[i] != expected) {
-                throw ShapeError(std::string(op) + ": strides " + extents_string(t.strides, t.ndim) + " of shape " +
-                                 extents_string(t.shape, t.ndim) + " are not C-contiguous (axis " + std::to_string(i) +
-                                 " has stride " + std::to_string(t.strides[i]) + " where " + std::to_string(expected) +
-                                 " is needed); a blob imports only C-contiguous tensors, so make the tensor "
-                                 "contiguous first");
-            }
-            expected *= shape[i];
+    if constexpr (Backend::has_device) {
+        std::vector<unsigned char> chunk(std::min<std::size_t>(n, std::size_t{1} << 20));
+        for (std::size_t first = 0; first < n; first += chunk.size()) {
+            const std::size_t m = std::min(chunk.size(), n - first);
+            Backend::copy(chunk.data(), bytes + first, m, CopyKind::device_to_host, Backend::default_stream());
+            check_bool_bytes({chunk.data(), m}, first);
         }
     }
-    return shape;
+}
+
+// True when memory of device type `type` is the device side of a blob with `Backend`, false when it
+// is the host side. \throws NoDeviceError / DeviceError for memory such a blob cannot hold.
+template <DeviceBackend Backend>
+bool imports_on_device(DeviceType type) {
+    const std::string op = import_op;
+    if (type == DeviceType::cpu || type == DeviceType::cuda_host || type == DeviceType::cuda_managed) {
+        return false;
+    } else if constexpr (!Backend::has_device) {
+        throw NoDeviceError(op + ": " + device_type_string(type) +
+                            " memory cannot be imported into a host-only blob (device backend " +
+                            std::string(Backend::name) + "); host blobs import CPU, CUDAHost and CUDAManaged memory");
+    } else if constexpr (!HasDeviceType<Backend>) {
+        throw DeviceError(op + ": device backend " + std::string(Backend::name) +
+                          " has no DLPack device type (specialise dlpack::DeviceTypeOf)");
+    } else if (type == DeviceTypeOf<Backend>::value) {
+        return true;
+    } else {
+        throw DeviceError(op + ": " + device_type_string(type) + " memory cannot be imported into a blob " +
+                          "with device backend " + std::string(Backend::name) + ", which takes CPU, CUDAHost, " +
+                          "CUDAManaged and " + device_type_string(DeviceTypeOf<Backend>::value) + " memory");
+    }
+}
+
+// The tensor's first element, checked: not null, its byte range addressable (see first_element),
+// aligned for T, on the device the tensor names; for bool, every byte 0 or 1. Null when the
+// tensor has no elements.
+template <Element T, DeviceBackend Backend>
+T* import_data(const DLTensor& t, std::int64_t count, bool on_device) {
+    const std::string op = import_op;
+    if (count == 0) {
+        return nullptr;
+    }
+    if (t.data == nullptr) {
+        throw FormatError(op + ": data is null for a tensor of " + std::to_string(count) + " elements");
+    }
+    const std::uintptr_t first = first_element(t, count, sizeof(T));
+    if (first % alignof(T) != 0) {
+        throw FormatError(op + ": data + byte_offset (" + std::to_string(t.byte_offset) + ") is not aligned for " +
+                          std::string(element_name<T>()) + " (" + std::to_string(alignof(T)) + " bytes)");
+    }
+    T* data = reinterpret_cast<T*>(first);
+    if constexpr (Backend::has_device) {
+        if (on_device && Backend::device_of(data) != t.device.device_id) {
+            throw DeviceError(op + ": the tensor names device " + std::to_string(t.device.device_id) +
+                              " but its memory is on device " + std::to_string(Backend::device_of(data)));
+        }
+    }
+    if constexpr (std::same_as<T, bool>) {
+        check_bools<Backend>(data, static_cast<std::size_t>(count), on_device);
+    }
+    return data;
 }
 
 // Builds the blob over the tensor's memory. `owner` calls the deleter when the last user is gone;
@@ -263,53 +302,13 @@ inline Shape import_shape(const DLTensor& t) {
 template <Element T, SyncedAllocator A>
 Blob<T, A> import_tensor(const DLTensor& t, bool read_only, ImportOptions options, std::shared_ptr<void> owner) {
     using Backend = typename A::device_backend;
-    constexpr const char* op = "dlpack::from_dlpack";
     if (t.dtype != dl_data_type<T>) {
-        throw FormatError(std::string(op) + ": dtype is " + dtype_string(t.dtype) + ", the blob holds " +
+        throw FormatError(std::string(import_op) + ": dtype is " + dtype_string(t.dtype) + ", the blob holds " +
                           std::string(element_name<T>()) + " (" + dtype_string(dl_data_type<T>) + ")");
     }
     const Shape shape = import_shape(t);
-
-    const DeviceType type = t.device.device_type;
-    bool on_device = false;
-    if (type == DeviceType::cpu || type == DeviceType::cuda_host || type == DeviceType::cuda_managed) {
-        on_device = false;
-    } else if constexpr (!Backend::has_device) {
-        throw NoDeviceError(std::string(op) + ": " + device_type_string(type) +
-                            " memory cannot be imported into a host-only blob (device backend " +
-                            std::string(Backend::name) + "); host blobs import CPU, CUDAHost and CUDAManaged memory");
-    } else if constexpr (!HasDeviceType<Backend>) {
-        throw DeviceError(std::string(op) + ": device backend " + std::string(Backend::name) +
-                          " has no DLPack device type (specialise dlpack::DeviceTypeOf)");
-    } else if (type == DeviceTypeOf<Backend>::value) {
-        on_device = true;
-    } else {
-        throw DeviceError(std::string(op) + ": " + device_type_string(type) +
-                          " memory cannot be imported into a blob " + "with device backend " +
-                          std::string(Backend::name) + ", which takes CPU, CUDAHost, " + "CUDAManaged and " +
-                          device_type_string(DeviceTypeOf<Backend>::value) + " memory");
-    }
-
-    T* data = nullptr;
-    if (shape.count() != 0) {
-        if (t.data == nullptr) {
-            throw FormatError(std::string(op) + ": data is null for a tensor of " + std::to_string(shape.count()) +
-                              " elements");
-        }
-        data = reinterpret_cast<T*>(static_cast<std::byte*>(t.data) + t.byte_offset);
-        if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0) {
-            throw FormatError(std::string(op) + ": data + byte_offset (" + std::to_string(t.byte_offset) +
-                              ") is not aligned for " + std::string(element_name<T>()) + " (" +
-                              std::to_string(alignof(T)) + " bytes)");
-        }
-        if constexpr (Backend::has_device) {
-            if (on_device && Backend::device_of(data) != t.device.device_id) {
-                throw DeviceError(std::string(op) + ": the tensor names device " + std::to_string(t.device.device_id) +
-                                  " but its memory is on device " + std::to_string(Backend::device_of(data)));
-            }
-        }
-    }
-
+    const bool on_device = imports_on_device<Backend>(t.device.device_type);
+    T* data = import_data<T, Backend>(t, shape.count(), on_device);
     Blob<T, A> blob(shape);
     Borrow borrow{std::move(owner), read_only, read_only && !options.copy_on_write};
     const auto count = static_cast<std::size_t>(shape.count());
@@ -363,12 +362,18 @@ requires detail::IsBlob<std::remove_const_t<BlobRef>>
 /// `options.copy_on_write` asks that such an access copy it into owned memory first.
 ///
 /// Accepted: the dtype of `T` (one lane), 0 to 32 axes, null strides or C-contiguous ones (an
-/// axis of extent 1 may have any stride; so may the axes of an empty tensor), any byte_offset that
-/// leaves the data aligned for `T`, a null data pointer when there are no elements.
+/// axis of extent 1 may have any stride; so may the axes of an empty tensor), a byte_offset that
+/// leaves the data aligned for `T` and, with the extents, a byte range that neither passes the end
+/// of the address space nor lies more than PTRDIFF_MAX bytes from `data`, a null data pointer when
+/// there are no elements. A bool tensor's bytes are read once (device memory through host chunks):
+/// each must be 0 or 1, as a C++ `bool` must.
 /// \throws FormatError for a null tensor, an unknown major version, a null shape or data pointer,
-/// a dtype other than `T`'s, or misaligned data; ShapeError for bad extents, too many axes or
-/// strides that are not C-contiguous; NoDeviceError / DeviceError for memory the blob's backend
-/// cannot hold. Each message names the field and what was expected.
+/// a dtype other than `T`'s, misaligned data, a byte_offset whose range overflows, or a bool byte
+/// other than 0 and 1; ShapeError for bad extents, too many axes, strides that are not
+/// C-contiguous, or extents whose bytes exceed the addressable size; NoDeviceError / DeviceError
+/// for memory the blob's backend cannot hold. Each message names the field and what was expected.
+/// A deleter that throws is caught and counted (`deleter_exceptions`); the exception that left
+/// `from_dlpack`, if any, is the one that reaches the caller.
 template <Element T, SyncedAllocator A = HostOnly, class Managed>
 requires detail::AnyManagedTensor<Managed>
 [[nodiscard]] Blob<T, A> from_dlpack(Managed* tensor, ImportOptions options = {}) {

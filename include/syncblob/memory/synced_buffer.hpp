@@ -161,11 +161,12 @@ public:
     /// Uses `data` (at least `bytes` ≥ size() bytes) as the host side, without copying; it is never
     /// freed by the buffer. Frees an owned host block. Head → at_host.
     /// \throws ShapeError when `bytes` < size() or `data` is null for a non-empty buffer;
-    /// StateError when `data` is the buffer's own host block (nothing changes).
+    /// StateError when any of the size() bytes at `data` lie in a block the buffer owns, host or
+    /// device, at any offset: freeing it would leave the borrow dangling (nothing changes).
     void set_host_data(void* data, std::size_t bytes, Borrow borrow = {}) {
         check_borrow("SyncedBuffer::set_host_data", data, bytes);
         std::lock_guard lock(mutex_);
-        if (owns_unlocked(data)) {  // freeing it would leave the borrow dangling
+        if (owns_unlocked(data, size_)) {  // freeing it would leave the borrow dangling
             throw StateError("SyncedBuffer::set_host_data: cannot borrow memory of the buffer's own blocks");
         }
         wait_host_unlocked();
@@ -190,13 +191,14 @@ public:
 
     /// Uses device memory `data` as the device side, without copying; never freed by the buffer.
     /// Frees an owned device block. Head → at_device.
-    /// \throws ShapeError as set_host_data; StateError when `data` is the buffer's own device block.
+    /// \throws ShapeError as set_host_data; StateError when the memory lies in a block the buffer
+    /// owns, as set_host_data.
     void set_device_data(void* data, std::size_t bytes, Borrow borrow = {}) {
         require_device("SyncedBuffer::set_device_data");
         check_borrow("SyncedBuffer::set_device_data", data, bytes);
         const int id = Device::device_of(data);  // the pointer's own device, not whichever is current
         std::lock_guard lock(mutex_);
-        if (owns_unlocked(data)) {
+        if (owns_unlocked(data, size_)) {
             throw StateError("SyncedBuffer::set_device_data: cannot borrow memory of the buffer's own blocks");
         }
         wait_host_unlocked();
@@ -379,11 +381,12 @@ public:
         return device_ == nullptr ? -1 : device_holding_.device;
     }
 
-    /// True when `p` points into memory the buffer owns (its host block, or its device block), which
-    /// the buffer frees when it lets go of it: such memory cannot be lent to another buffer safely.
-    [[nodiscard]] bool owns(const void* p) const {
+    /// True when any of the `bytes` bytes at `p` (the byte at `p` when `bytes` is 0) lie in memory
+    /// the buffer owns (its host block, or its device block, whole), which the buffer frees when it
+    /// lets go of it: such memory cannot be lent to another buffer safely.
+    [[nodiscard]] bool owns(const void* p, std::size_t bytes = 0) const {
         std::lock_guard lock(mutex_);
-        return owns_unlocked(p);
+        return owns_unlocked(p, bytes);
     }
 
     /// True when the host side is memory the buffer does not own.

@@ -35,6 +35,9 @@ struct ArenaDescriptor {
     std::uint64_t bucket = 0;
     std::uint64_t piece = 0;   ///< the piece size of an MPI all-reduce (Options::piece_bytes)
     std::uint64_t failed = 0;  ///< 1 when this rank's own preparation (a staging copy) failed
+    /// 1 when the call's collectives are MPI's non-blocking ones (a timeout is set): a blocking and a
+    /// non-blocking collective never match, so every rank must choose the same
+    std::uint64_t nonblocking = 0;
     char dtype[8] = {};
 };
 
@@ -116,6 +119,11 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
         } else if (d.operation != r0.operation) {
             what = "the ranks disagree on the call: rank 0 calls " + std::string(operation_name(r0.operation)) + ", " +
                    who + " calls " + std::string(operation_name(d.operation));
+        } else if (d.nonblocking != r0.nonblocking) {
+            what = "the ranks disagree on the timeout: rank 0 " +
+                   std::string(r0.nonblocking != 0 ? "sets" : "leaves out") + " Options::timeout, " + who +
+                   (d.nonblocking != 0 ? " sets it" : " leaves it out") +
+                   " (with a timeout the collectives are MPI's non-blocking ones, which never match blocking ones)";
         } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket ||
                    d.piece != r0.piece) {
             const auto arguments = [](const ArenaDescriptor& x) {
@@ -138,11 +146,42 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
     return message;
 }
 
-/// After the descriptors are gathered: throws the same StateError on every rank when they
-/// disagree; otherwise, when some rank's own preparation failed (`local_failure` on that rank, see
+/// After the descriptors are gathered: throws the same error on every rank when some rank passed an
+/// argument that is wrong in itself, whatever the others passed (checked here, not before the
+/// gathering, where a rank that threw would leave the others waiting in it): a broadcast root
+/// outside [0, ranks) is an IndexError, a bucket limit of 0 a ShapeError, a reduction that is not a
+/// `Reduce` a StateError. The first such rank, in rank order, is named.
+inline void check_arguments(std::span<const ArenaDescriptor> all, std::string_view op) {
+    const auto ranks = static_cast<std::int64_t>(all.size());
+    for (std::size_t r = 0; r < all.size(); ++r) {
+        const ArenaDescriptor& d = all[r];
+        const std::string who = " (passed by rank " + std::to_string(r) + "); nothing was sent";
+        const auto what = static_cast<CommOperation>(d.operation);
+        if (what == CommOperation::broadcast) {
+            const auto root = static_cast<std::int64_t>(d.argument);
+            if (root < 0 || root >= ranks) {
+                throw IndexError(std::string(op) + ": root " + std::to_string(root) +
+                                 " is not a rank of the communicator [0, " + std::to_string(ranks) + ")" + who);
+            }
+            continue;
+        }
+        if (d.argument > 1) {
+            throw StateError(std::string(op) + ": reduction " + std::to_string(d.argument) +
+                             " is neither Reduce::sum (0) nor Reduce::mean (1)" + who);
+        }
+        if (what == CommOperation::bucketed_allreduce && (d.first_bucket == 0 || d.bucket == 0)) {
+            throw ShapeError(std::string(op) + ": a bucket limit of 0 bytes (first " + std::to_string(d.first_bucket) +
+                             ", then " + std::to_string(d.bucket) + ")" + who);
+        }
+    }
+}
+
+/// After the descriptors are gathered: throws as check_arguments; then the same StateError on every
+/// rank when they disagree; otherwise, when some rank's own preparation failed (`local_failure` on that rank, see
 /// `prepare`), that rank rethrows its exception and every other rank throws a StateError naming it.
 inline void settle(std::span<const ArenaDescriptor> all, std::string_view op, int rank, const std::string& problem,
                    const std::exception_ptr& local_failure) {
+    check_arguments(all, op);
     std::string message = disagreement(all, op, rank, problem);
     for (std::size_t r = 0; r < all.size() && message.empty(); ++r) {
         if (all[r].failed != 0) {

@@ -3,8 +3,8 @@
 
 /// \file
 /// What `syncblob/comm/mpi.hpp` needs around MPI's C API: status codes turned into `CommError`,
-/// element types mapped to MPI datatypes, counts split under `INT_MAX`, the agreement check that
-/// runs before any data moves, and the detection of a device-aware (CUDA-aware) MPI.
+/// element types mapped to MPI datatypes, counts split under `INT_MAX`, and the detection of a
+/// device-aware (CUDA-aware) MPI.
 
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
@@ -19,12 +19,9 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "../../arena.hpp"
 #include "../../core/error.hpp"
 #include "../error.hpp"
-#include "arena_descriptor.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -121,28 +118,6 @@ std::uint64_t in_pieces(std::size_t elements, Fn fn) {
         ++calls;
     }
     return calls;
-}
-
-/// Gathers every rank's descriptor of the arena and the call; throws the same StateError on every
-/// rank when any differs, or when any rank's arena is unusable. Then, when some rank's own
-/// preparation failed (`local_failure`, caught by the caller before this call), that rank rethrows
-/// its exception and every other rank throws a StateError naming it. Nothing has been sent yet.
-template <Element T, SyncedAllocator A>
-void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, syncblob::detail::CommOperation what,
-           std::uint64_t argument, std::uint64_t first_bucket, std::uint64_t bucket, std::uint64_t piece,
-           const std::exception_ptr& local_failure = nullptr) {
-    std::string problem;
-    auto mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
-    mine.piece = piece;
-    mine.failed = local_failure ? 1 : 0;
-    int size = 0;
-    int rank = 0;
-    check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");
-    check(MPI_Comm_rank(comm, &rank), op, "MPI_Comm_rank");
-    std::vector<syncblob::detail::ArenaDescriptor> all(static_cast<std::size_t>(size));
-    constexpr int bytes = static_cast<int>(sizeof(syncblob::detail::ArenaDescriptor));
-    check(MPI_Allgather(&mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, comm), op, "MPI_Allgather");
-    syncblob::detail::settle(all, op, rank, problem, local_failure);
 }
 
 /// True when the MPI library reads and writes device memory itself: `SYNCBLOB_MPI_DEVICE_AWARE=1`

@@ -240,8 +240,9 @@ protected:
         }
     }
 
-    bool owns_unlocked(const void* p) const noexcept {
-        return host_holding_.owns(p, size_) || device_holding_.owns(p, device_, size_);
+    // True when any of the `n` bytes at `p` lie in the host or device block the buffer owns.
+    bool owns_unlocked(const void* p, std::size_t n) const noexcept {
+        return host_holding_.owns(p, n, size_) || device_holding_.owns(p, n, device_, size_);
     }
 
     void check_borrow(std::string_view op, const void* data, std::size_t bytes) const {

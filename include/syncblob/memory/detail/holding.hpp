@@ -5,8 +5,9 @@
 /// How a `SyncedBuffer` holds each side's memory: a block it allocated and frees the way it was
 /// obtained, or borrowed memory it only keeps alive and never frees.
 
+#include <algorithm>
 #include <cstddef>
-#include <functional>
+#include <cstdint>
 #include <memory>
 
 #include "../device_backend.hpp"
@@ -17,11 +18,18 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// True when `p` points into the `bytes` bytes at `begin`.
-[[nodiscard]] inline bool points_into(const void* p, const void* begin, std::size_t bytes) noexcept {
-    const auto* b = static_cast<const std::byte*>(begin);
-    const auto* q = static_cast<const std::byte*>(p);
-    return b != nullptr && q != nullptr && std::less_equal<>{}(b, q) && std::less<>{}(q, b + bytes);
+/// True when the `n` bytes at `p` (the byte at `p` when `n` is 0) and the `bytes` bytes at `begin`
+/// share a byte. Compared as addresses, so a range running past the end of the address space
+/// cannot wrap round.
+[[nodiscard]] inline bool overlaps(const void* p, std::size_t n, const void* begin, std::size_t bytes) noexcept {
+    if (p == nullptr || begin == nullptr || bytes == 0) {
+        return false;
+    }
+    const auto q = reinterpret_cast<std::uintptr_t>(p);
+    const auto b = reinterpret_cast<std::uintptr_t>(begin);
+    const std::uintptr_t q_last = q + std::min<std::uintptr_t>(std::max<std::size_t>(n, 1) - 1, UINTPTR_MAX - q);
+    const std::uintptr_t b_last = b + std::min<std::uintptr_t>(bytes - 1, UINTPTR_MAX - b);
+    return q <= b_last && b <= q_last;
 }
 
 /// The host side: the block the allocator handed out (its `kind` says how, so it is freed the same
@@ -61,8 +69,10 @@ struct HostHolding {
         return lent;
     }
 
-    [[nodiscard]] bool owns(const void* p, std::size_t bytes) const noexcept {
-        return points_into(p, owned.data, bytes);
+    /// True when any of the `n` bytes at `p` lie in the owned block, whose extent is the larger of
+    /// what the allocator reports and the buffer's `size` (an allocator may report 0).
+    [[nodiscard]] bool owns(const void* p, std::size_t n, std::size_t size) const noexcept {
+        return overlaps(p, n, owned.data, std::max(owned.bytes, size));
     }
 
     void adopt(HostBlock block) noexcept {
@@ -132,8 +142,9 @@ struct DeviceHolding {
         return lent;
     }
 
-    [[nodiscard]] bool owns(const void* p, const void* block, std::size_t bytes) const noexcept {
-        return owned && points_into(p, block, bytes);
+    /// True when any of the `n` bytes at `p` lie in the owned `bytes` bytes at `block`.
+    [[nodiscard]] bool owns(const void* p, std::size_t n, const void* block, std::size_t bytes) const noexcept {
+        return owned && overlaps(p, n, block, bytes);
     }
 
     /// Frees a block of the buffer's own that nothing else holds, as `release` says.

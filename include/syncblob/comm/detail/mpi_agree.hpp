@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The agreement every MPI call of `syncblob/comm/mpi.hpp` opens with: each rank's descriptor of its
+/// arena and of the call, gathered from every rank before any data moves, within the call's
+/// deadline; every argument that can differ between ranks is checked there, on every rank alike.
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../../arena.hpp"
+#include "arena_descriptor.hpp"
+#include "mpi_call.hpp"
+#include "mpi_wait.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace mpi::detail {
+
+/// What a call puts into the agreement besides its arena.
+struct Call {
+    syncblob::detail::CommOperation what{};
+    std::uint64_t argument = 0;  ///< the reduction, or the root (as a two's-complement int)
+    std::uint64_t first_bucket = 0;
+    std::uint64_t bucket = 0;
+    std::uint64_t piece = 0;
+    bool nonblocking = false;  ///< the call's collectives are non-blocking ones (a timeout is set)
+};
+
+/// Gathers every rank's descriptor of the arena and the call, then settles them on every rank
+/// alike (syncblob::detail::settle): a rank's wrong argument (a root outside the communicator, a
+/// bucket limit of 0) is the same typed error on every rank; arenas or calls that differ the same
+/// StateError; when some rank's own preparation failed (`local_failure`, caught by the caller
+/// before this call), that rank rethrows its exception and every other rank throws a StateError
+/// naming it. Nothing has been sent yet. The gathering is an MPI_Iallgather, with a bounded
+/// `deadline` polled until it passes (TimeoutError: a rank never joined).
+/// \throws StateError first when this rank gave an earlier call on `comm` up (see mpi_wait.hpp).
+template <Element T, SyncedAllocator A>
+void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
+           const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
+    using Descriptor = syncblob::detail::ArenaDescriptor;
+    (void)Graveyard::reap();
+    require_in_step(comm, op);
+    std::string problem;
+    auto mine =
+        syncblob::detail::describe(arena, op, call.what, call.argument, problem, call.first_bucket, call.bucket);
+    mine.piece = call.piece;
+    mine.nonblocking = call.nonblocking ? 1 : 0;
+    mine.failed = local_failure ? 1 : 0;
+    int size = 0;
+    int rank = 0;
+    check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");
+    check(MPI_Comm_rank(comm, &rank), op, "MPI_Comm_rank");
+    constexpr int bytes = static_cast<int>(sizeof(Descriptor));
+    // On the heap: given up on, MPI may still write the result when the missing rank joins.
+    auto gathered = std::make_shared<std::pair<Descriptor, std::vector<Descriptor>>>(
+        mine, std::vector<Descriptor>(static_cast<std::size_t>(size)));
+    // Always the non-blocking gather, waited for as the deadline says: ranks that differ in their
+    // timeouts still match here (a blocking and a non-blocking collective never match), and learn
+    // from the descriptors whether the collectives after it may be blocking.
+    std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+    check(MPI_Iallgather(&gathered->first, bytes, MPI_BYTE, gathered->second.data(), bytes, MPI_BYTE, comm,
+                         request.data()),
+          op, "MPI_Iallgather");
+    complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement",
+             [&] { return std::vector<std::shared_ptr<void>>{gathered}; });
+    syncblob::detail::settle(gathered->second, op, rank, problem, local_failure);
+}
+
+}  // namespace mpi::detail
+
+SYNCBLOB_END_NAMESPACE
