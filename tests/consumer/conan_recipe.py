@@ -236,6 +236,8 @@ def checks(source):
     recipe = _recipe_class(source)
     defaults = dict(getattr(recipe, "default_options", {}))
     conanfile = recipe(defaults, _settings("17"))
+    if not hasattr(conanfile, "validate"):
+        raise SystemExit("conanfile.py has no validate(): nothing refuses a compiler without C++20")
     try:
         conanfile.validate()
         raise SystemExit("validate() accepted compiler.cppstd=17")
