@@ -1,6 +1,6 @@
 # packaging.recipes: the Conan recipe and the vcpkg port, run without their tools (neither can be
 # installed on syncblob's machines), and the metadata they share with the CMake project.
-#  1. Versions: CMakeLists.txt, core/config.hpp, vcpkg.json and conanfile.py agree;
+#  1. Versions: CMakeLists.txt, core/config.hpp, vcpkg.json, conanfile.py and CHANGELOG.md agree;
 #     dependency minimums agree; no metadata names an invented web address.
 #  2. Conan: exactly the files of exports_sources, copied to a folder of their own, configure and
 #     install with the recipe's default options; test_package builds and runs against that install.
@@ -45,6 +45,9 @@ expect("vcpkg.json version" "${vcpkg_version}" "${version}")
 file(READ ${SOURCE}/conanfile.py conan)
 string(REGEX MATCH "\n    version = \"([^\"]+)\"" _ "${conan}")
 expect("conanfile.py version" "${CMAKE_MATCH_1}" "${version}")
+file(READ ${SOURCE}/CHANGELOG.md changelog)
+string(REGEX MATCH "\n## ([0-9]+\\.[0-9]+\\.[0-9]+)" _ "${changelog}")
+expect("CHANGELOG.md's latest release" "${CMAKE_MATCH_1}" "${version}")
 
 file(READ ${SOURCE}/cmake/SyncblobComponents.cmake components_cmake)
 string(REGEX MATCH "find_package\\(Eigen3 ([0-9]+\\.[0-9]+)" _ "${components_cmake}")
@@ -87,7 +90,7 @@ endforeach()
 if(errors)
   message(FATAL_ERROR "packaging metadata disagrees:\n${errors}")
 endif()
-message(STATUS "versions agree (${version}): CMake, core/config.hpp, vcpkg.json, conanfile.py")
+message(STATUS "versions agree (${version}): CMake, core/config.hpp, vcpkg.json, conanfile.py, CHANGELOG.md")
 
 # sb_configure_once(<out: components enabled, sorted> <cmake options...>): configures the Conan
 # export (it holds every file a configuration with tests, examples and docs off reads, as the Conan
