@@ -1,7 +1,12 @@
-# The `docs` target: Doxygen's API reference in <build>/docs/html, with warnings in
-# <build>/docs/warnings.log. A test (docs.no_warnings) fails when that log is not empty.
+# The `docs` target (SYNCBLOB_BUILD_DOCS): Doxygen's API reference in <build>/docs/html, with
+# warnings in <build>/docs/warnings.log. A test (docs.no_warnings) fails when that log is not empty.
+if(NOT EXISTS ${PROJECT_SOURCE_DIR}/docs/Doxyfile.in)
+  message(STATUS "syncblob: SYNCBLOB_BUILD_DOCS is ON but this source tree has no docs/: skipped")
+  return()
+endif()
 find_package(Doxygen QUIET)
 if(NOT DOXYGEN_FOUND)
+  message(STATUS "syncblob: no docs target (Doxygen not found)")
   return()
 endif()
 set(SYNCBLOB_DOCS_OUTPUT ${PROJECT_BINARY_DIR}/docs)
