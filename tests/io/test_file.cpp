@@ -28,7 +28,6 @@
 #include <stdexcept>
 #include <string>
 #include <syncblob/core/thread_pool.hpp>
-#include <syncblob/io/detail/convert.hpp>
 #include <syncblob/io/detail/posix_file.hpp>
 #include <syncblob/io/file.hpp>
 #include <thread>
@@ -438,71 +437,6 @@ TEST_CASE("throw_format_error formats source, where and what", "[io][file]") {
     CHECK(test::message_of<FormatError>([] {
               io::throw_format_error("w.npy", "header byte 10", "expected 'descr' key");
           }) == "w.npy: header byte 10: expected 'descr' key");
-}
-
-TEST_CASE("convert_elements between dtypes", "[io][file][convert]") {
-    SECTION("floating to integers saturates and maps NaN to 0") {
-        const double src[] = {1.9, -1.9, 1e300, -1e300, std::numeric_limits<double>::quiet_NaN(), 200.0};
-        std::int8_t out[6];
-        detail::convert_elements(Dtype::F64, src, 6, out);
-        CHECK(out[0] == 1);
-        CHECK(out[1] == -1);
-        CHECK(out[2] == 127);
-        CHECK(out[3] == -128);
-        CHECK(out[4] == 0);
-        CHECK(out[5] == 127);
-        std::uint64_t big[2];
-        const double edge[] = {1.8446744073709552e19, -5.0};
-        detail::convert_elements(Dtype::F64, edge, 2, big);
-        CHECK(big[0] == std::numeric_limits<std::uint64_t>::max());
-        CHECK(big[1] == 0);
-    }
-    SECTION("half and bfloat16 go through float") {
-        const std::uint16_t h[] = {0x3C00, 0xC000, 0x7C00};  // 1, -2, +inf as binary16
-        float f[3];
-        detail::convert_elements(Dtype::F16, h, 3, f);
-        CHECK(f[0] == 1.0f);
-        CHECK(f[1] == -2.0f);
-        CHECK(std::isinf(f[2]));
-        const std::uint16_t b[] = {0x3F80, 0x4040};  // 1, 3 as bfloat16
-        std::int32_t i[2];
-        detail::convert_elements(Dtype::BF16, b, 2, i);
-        CHECK(i[0] == 1);
-        CHECK(i[1] == 3);
-        const float to_half[] = {0.5f};
-        half hh[1];
-        detail::convert_elements(Dtype::F32, to_half, 1, hh);
-        CHECK(hh[0].bits == 0x3800);
-    }
-    SECTION("bool is nonzero both ways") {
-        const unsigned char raw[] = {0, 1, 2, 255};
-        float f[4];
-        detail::convert_elements(Dtype::BOOL, raw, 4, f);
-        CHECK(f[0] == 0.0f);
-        CHECK(f[1] == 1.0f);
-        CHECK(f[2] == 1.0f);
-        CHECK(f[3] == 1.0f);
-        const float src[] = {0.0f, -0.0f, 0.25f, std::numeric_limits<float>::quiet_NaN()};
-        bool b[4];
-        detail::convert_elements(Dtype::F32, src, 4, b);
-        CHECK_FALSE(b[0]);
-        CHECK_FALSE(b[1]);
-        CHECK(b[2]);
-        CHECK(b[3]);
-    }
-    SECTION("integers wrap modulo 2^N and read unaligned little-endian input") {
-        unsigned char raw[1 + 2 * 8];
-        const std::int64_t values[] = {-1, 0x1'0000'0005};
-        std::memcpy(raw + 1, values, sizeof values);
-        std::uint32_t out[2];
-        detail::convert_elements(Dtype::I64, raw + 1, 2, out);
-        CHECK(out[0] == 0xFFFFFFFFu);
-        CHECK(out[1] == 5u);
-        double d[2];
-        detail::convert_elements(Dtype::I64, raw + 1, 2, d);
-        CHECK(d[0] == -1.0);
-        CHECK(d[1] == 4294967301.0);
-    }
 }
 
 namespace {

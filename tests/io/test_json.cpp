@@ -161,8 +161,12 @@ TEST_CASE("another dtype is refused unless conversion is asked", "[io][json]") {
     CHECK(b.host_data()[0] == 5);
     io::LoadOptions convert;
     convert.convert = true;
+    // The file layer's conversion rule: a value I8 cannot hold is refused, unless saturating.
+    CHECK_THAT(test::message_of<FormatError>([&] { io::from_json(doc, b, convert); }),
+               Contains("JSON: data[0]: value 1.5 (F64) is not a whole number"));
+    CHECK(b.shape() == Shape{1});
+    convert.saturate = true;
     io::from_json(doc, b, convert);
-    // The file layer's conversion rules: saturating, NaN to 0.
     CHECK(std::vector<std::int8_t>(b.host_data().begin(), b.host_data().end()) == std::vector<std::int8_t>{1, -128, 0});
     CHECK(b.host_diff()[2] == 3);
 }
@@ -283,4 +287,27 @@ TEST_CASE("a JSON shape with a zero extent is still checked as a whole", "[io][j
                Contains("z.json: shape: element count overflows int64"));
     CHECK(b.shape() == Shape{2});
     CHECK(b.host_data()[0] == 3.0f);
+}
+
+// Issue 34, case 8. Before: an integer document converted into a narrower integer blob wrapped
+// (I64 -1 became U8 255, INT64_MIN became I32 0).
+TEST_CASE("a converting JSON load refuses a value the blob cannot hold", "[io][json][convert]") {
+    io::LoadOptions convert;
+    convert.convert = true;
+    Blob<std::uint8_t> u{1};
+    u.fill(9);
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { io::parse_json(R"({"dtype": "I64", "shape": [2], "data": [3, -1]})", u, convert, "c.json"); }),
+               Contains("c.json: data[1]") && Contains("-1") && Contains("U8"));
+    CHECK(u.shape() == Shape{1});
+    CHECK(u.host_data()[0] == 9);
+    Blob<std::int32_t> i;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::parse_json(R"({"dtype": "I64", "shape": [1], "data": [-9223372036854775808]})", i, convert);
+               }),
+               Contains("data[0]") && Contains("-9223372036854775808") && Contains("I32"));
+    Blob<half> h;
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { io::parse_json(R"({"dtype": "F64", "shape": [1], "data": [1e300]})", h, convert); }),
+               Contains("data[0]") && Contains("F16"));
 }

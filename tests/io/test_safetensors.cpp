@@ -515,3 +515,15 @@ TEST_CASE("safetensors shape with a zero extent is still checked as a whole", "[
     CHECK_THAT(open_error(file), Contains("bad.safetensors") && Contains("tensor \"z\"") && Contains("shape") &&
                                      Contains("overflows int64"));
 }
+
+// Issue 34, case 8. Before: I64 -1 loaded into a U8 blob as 255.
+TEST_CASE("a converting safetensors load refuses a value the blob cannot hold", "[io][safetensors][convert]") {
+    const std::int64_t v[] = {7, -1};
+    const std::string file = st_bytes("{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
+                                      std::string(reinterpret_cast<const char*>(v), sizeof v));
+    const auto f = io::SafetensorsFile::from_memory(as_bytes(file), "c.safetensors", io::LoadOptions{.convert = true});
+    Blob<std::uint8_t> u;
+    CHECK_THAT(test::message_of<FormatError>([&] { f.load("w", u); }),
+               Contains("c.safetensors: tensor \"w\"") && Contains("element 1") && Contains("-1") && Contains("U8"));
+    CHECK_FALSE(u.has_shape());
+}

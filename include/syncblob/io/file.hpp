@@ -18,6 +18,7 @@
 
 #include "../core/error.hpp"
 #include "detail/atomic_save.hpp"
+#include "detail/convert.hpp"
 #include "detail/format_error.hpp"
 #include "detail/posix_file.hpp"
 
@@ -34,13 +35,25 @@ struct LoadOptions {
     /// The most bytes a loader may allocate (or map) for one call. A file that needs more is a
     /// `FormatError` before anything is allocated.
     std::uint64_t max_bytes = default_max_bytes;
-    /// Allow a file dtype different from the blob's element type, converting each element
-    /// (integers saturate from floating values, NaN becomes 0; bool is "nonzero"). Off: a
-    /// dtype mismatch is a `FormatError`.
+    /// Allow a file dtype different from the blob's element type, converting each element by
+    /// one rule for every format (the table in docs/file-safety.md): a value the blob's type
+    /// holds exactly converts (floating targets round to nearest); any other value (-1 into U8,
+    /// 2.5 into I32, NaN into an integer, 1e300 into F16, 2 into BOOL) is a `FormatError` naming
+    /// the element and its value, unless `saturate` is set. Off: a dtype mismatch is a `FormatError`.
     bool convert = false;
+    /// With `convert`: take, for a value the blob's type cannot hold, the nearest one it can: the
+    /// type's min or max beyond its range, 0 for NaN into an integer, a fraction truncated toward
+    /// zero, the largest finite value for a finite value beyond a floating type, true for any
+    /// nonzero value into BOOL. Off: such a value is a `FormatError`.
+    bool saturate = false;
     /// Adopt the file's shape. Off: a different shape is a `ShapeError` and the blob is unchanged.
     bool reshape = true;
 };
+
+/// The conversion rule `options` ask for.
+[[nodiscard]] constexpr detail::ConvertRule convert_rule(const LoadOptions& options) noexcept {
+    return options.saturate ? detail::ConvertRule::saturate : detail::ConvertRule::exact;
+}
 
 /// How a writer saves a file.
 struct SaveOptions {

@@ -72,7 +72,8 @@ template <Element T, SyncedAllocator A>
 
 /// Reads a JSON document into `blob`. With `options.reshape` (the default) the blob takes the
 /// document's shape; without, a different shape is a `ShapeError`. A document dtype other than
-/// the blob's is a `FormatError` unless `options.convert`. `diff` is set when the document has one
+/// the blob's is a `FormatError` unless `options.convert` (values convert by `LoadOptions`' rule).
+/// `diff` is set when the document has one
 /// and left as it was otherwise. On any exception the blob is unchanged.
 /// \throws FormatError naming `source`, the field and what was expected.
 template <Element T, SyncedAllocator A>
@@ -97,9 +98,10 @@ void from_json(const nlohmann::json& j, Blob<T, A>& blob, const LoadOptions& opt
                          ", the blob has " + blob.shape_string() + " (LoadOptions::reshape is false)");
     }
     syncblob::detail::StagedLoad<T, A> stage(blob, doc.shape);
-    syncblob::detail::json_io::decode_values(*doc.data, doc.dtype, source, "data", stage.data());
+    syncblob::detail::json_io::decode_values(*doc.data, doc.dtype, source, "data", stage.data(), convert_rule(options));
     if (doc.diff != nullptr) {
-        syncblob::detail::json_io::decode_values(*doc.diff, doc.dtype, source, "diff", stage.diff());
+        syncblob::detail::json_io::decode_values(*doc.diff, doc.dtype, source, "diff", stage.diff(),
+                                                 convert_rule(options));
     }
     stage.commit(blob);
 }

@@ -375,7 +375,8 @@ private:
         }
         with_source([&](const auto& src) {
             detail::read_elements(src, header_.data_start + e.begin, e.dtype, false, dst.size(), dst.data(),
-                                  "tensor \"" + e.name + "\" at byte " + std::to_string(header_.data_start + e.begin));
+                                  "tensor \"" + e.name + "\" at byte " + std::to_string(header_.data_start + e.begin),
+                                  convert_rule(options_));
             return 0;
         });
     }

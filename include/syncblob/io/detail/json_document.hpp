@@ -124,9 +124,9 @@ inline Document read_document(const nlohmann::json& j, std::string_view source) 
 /// Decodes a checked `values` array (`out.size()` elements) into `out`.
 template <Element T>
 void decode_values(const nlohmann::json& array, Dtype from, std::string_view source, std::string_view field,
-                   std::span<T> out) {
+                   std::span<T> out, ConvertRule rule) {
     if (!out.empty()) {
-        decode_array(array, from, out.data(), source, field);
+        decode_array(array, from, out.data(), source, field, rule);
     }
 }
 

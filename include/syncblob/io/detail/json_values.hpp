@@ -20,6 +20,7 @@
 
 #include "../../core/element.hpp"
 #include "convert.hpp"
+#include "convert_message.hpp"
 #include "format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -204,14 +205,20 @@ decltype(auto) visit_dtype(Dtype d, Fn&& fn) {
     return fn(std::type_identity<bool>{});
 }
 
-/// Decodes the `n` values of a JSON array of dtype `from` into `dst`, converting to `T`.
+/// Decodes the `n` values of a JSON array of dtype `from` into `dst`, converting to `T` by `rule`.
 template <Element T>
-void decode_array(const json& array, Dtype from, T* dst, std::string_view source, std::string_view field) {
+void decode_array(const json& array, Dtype from, T* dst, std::string_view source, std::string_view field,
+                  ConvertRule rule) {
     visit_dtype(from, [&]<class S>(std::type_identity<S>) {
         std::size_t i = 0;
         for (const json& v : array) {
-            const S s = decode<S>(v, Place{source, field, i});
-            dst[i++] = detail::convert_value<S, T>(s);
+            const Place at{source, field, i};
+            const S s = decode<S>(v, at);
+            const Converted<T> c = convert_checked<T>(s);
+            if (!c.exact && rule == ConvertRule::exact) {
+                at.fail(conversion_problem<T>(s));
+            }
+            dst[i++] = c.value;
         }
     });
 }
