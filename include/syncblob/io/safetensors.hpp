@@ -7,7 +7,9 @@
 /// and loadable by memory-mapping the file and borrowing its pages without a copy.
 ///
 /// A blob's diff, when saved, is the tensor `<name>.__diff__` (`diff_suffix`): same dtype and
-/// shape as `<name>`. Loading `<name>` also loads that tensor, when present, into the diff.
+/// shape as `<name>`. Loading `<name>` also loads that tensor, when present, into the diff. Names
+/// ending in the suffix are reserved for diffs: the writer refuses them as names of their own, and
+/// `load_all` refuses a diff whose blob is not in the file (every tensor loads or is an error).
 /// Needs the `syncblob::json` target (nlohmann/json).
 
 #include <algorithm>
@@ -142,13 +144,25 @@ public:
         return blob;
     }
 
-    /// Every tensor except diffs (which load into the diff of their blob). `max_bytes` bounds the total.
+    /// Every tensor: each loads as a blob, except a diff `<name>.__diff__`, which loads into the
+    /// diff of blob `<name>`. `max_bytes` bounds the total. \throws FormatError when a diff has no
+    /// blob to load into (no tensor `<name>`, or `<name>` is a diff itself): every tensor of the
+    /// file loads or is an error (`load("<name>.__diff__")` reads such a tensor as a blob).
     template <Element T, SyncedAllocator A = HostOnly>
     [[nodiscard]] std::map<std::string, Blob<T, A>> load_all() const {
         std::vector<std::string> names;
         for (const auto& e : header_.entries) {
             if (!is_diff(e.name)) {
                 names.push_back(e.name);
+                continue;
+            }
+            const std::string_view blob = std::string_view(e.name).substr(0, e.name.size() - diff_suffix.size());
+            if (is_diff(blob) || find(blob) == nullptr) {
+                throw_format_error(source(), "tensor \"" + e.name + "\"",
+                                   "its name makes it the diff of \"" + std::string(blob) + "\", but " +
+                                       (is_diff(blob) ? "that is a diff itself"
+                                                      : "the file has no tensor \"" + std::string(blob) + "\"") +
+                                       " (load it by name to read it as a blob of its own)");
             }
         }
         return load_some<T, A>(names);
@@ -209,9 +223,7 @@ private:
         return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
     }
 
-    [[nodiscard]] static bool is_diff(std::string_view name) noexcept {
-        return name.size() > diff_suffix.size() && name.ends_with(diff_suffix);
-    }
+    [[nodiscard]] static bool is_diff(std::string_view name) noexcept { return name.ends_with(diff_suffix); }
 
     [[nodiscard]] const detail::SafetensorsEntry* find(std::string_view name) const { return header_.find(name); }
 

@@ -5,8 +5,9 @@
 /// Writing safetensors files: `SafetensorsWriter` collects named blobs (and raw tensors) and saves
 /// them as one file, byte for byte as the format's reference implementation writes them (tensors
 /// sorted by its dtype enum, descending, then by name; metadata keys sorted). Names are checked
-/// as they are added, each in constant time: a name already taken and "__metadata__" are refused.
-/// Needs the `syncblob::json` target (nlohmann/json).
+/// as they are added, each in constant time: a name already taken, "__metadata__", a name that
+/// ends in `diff_suffix` (reserved for the diffs `add(name, blob, true)` writes) and a name that
+/// is not valid UTF-8 are refused. Needs the `syncblob::json` target (nlohmann/json).
 
 #include <algorithm>
 #include <cstddef>
@@ -50,23 +51,22 @@ class SafetensorsWriter {
 
 public:
     /// Adds the blob's data as `name` and, with `with_diff`, its diff as `name + diff_suffix`: both
-    /// or neither. \throws FormatError when a name is already taken or is "__metadata__" (nothing
-    /// is added then).
+    /// or neither. \throws FormatError when a name is already taken, is "__metadata__", ends in
+    /// `diff_suffix` (reserved for diffs) or is not valid UTF-8 (nothing is added then).
     template <Element T, SyncedAllocator A>
     void add(std::string name, const Blob<T, A>& blob, bool with_diff = false) {
         std::vector<std::int64_t> shape = blob.has_shape()
                                               ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
                                               : std::vector<std::int64_t>{0};
+        check_name(name);
         if (!with_diff) {
-            check_name(name);
             const auto data = std::as_bytes(blob.host_data());
             make_room(1);
             push(std::move(name), dtype_of<T>, std::move(shape), data);
             return;
         }
         std::string diff_name = name + std::string(diff_suffix);
-        check_name(name);
-        check_name(diff_name);
+        check_free(diff_name);
         const auto data = std::as_bytes(blob.host_data());
         const auto diff = std::as_bytes(blob.host_diff());
         make_room(2);  // neither push below can throw now
@@ -74,10 +74,23 @@ public:
         push(std::move(diff_name), dtype_of<T>, std::move(shape), diff);
     }
 
-    /// Adds raw little-endian bytes as a tensor (`bytes` must outlive `save`).
-    /// \throws FormatError when the name is already taken or is "__metadata__".
+    /// Adds raw little-endian bytes as a tensor (`bytes` must outlive `save`). \throws FormatError
+    /// when the name is refused (as by `add`), the shape is not one (a negative extent, more than
+    /// 32 axes, a count that overflows), or `bytes` is not the size the shape and dtype need.
     void add_bytes(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
         check_name(name);
+        if (auto problem = syncblob::detail::extents_problem(shape)) {
+            throw_format_error("safetensors", "tensor \"" + name + "\": shape", *problem);
+        }
+        const auto count = static_cast<std::uint64_t>(syncblob::detail::count_of(shape));
+        if (count > std::numeric_limits<std::uint64_t>::max() / dtype_size(dtype) ||
+            count * dtype_size(dtype) != bytes.size()) {
+            throw_format_error("safetensors", "tensor \"" + name + "\"",
+                               std::to_string(bytes.size()) + " bytes given, shape " +
+                                   syncblob::detail::safetensors_shape_text(shape) + " of " +
+                                   std::string(dtype_name(dtype)) + " needs " +
+                                   std::to_string(count * dtype_size(dtype)));
+        }
         make_room(1);
         push(std::move(name), dtype, std::move(shape), bytes);
     }
@@ -114,9 +127,14 @@ public:
 
 private:
     void check_name(const std::string& name) const {
-        if (name == "__metadata__") {
-            throw_format_error("safetensors", "tensor \"" + name + "\"", "the name is reserved");
+        if (name == "__metadata__" || name.ends_with(diff_suffix)) {
+            throw_format_error("safetensors", "tensor \"" + name + "\"",
+                               name == "__metadata__"
+                                   ? "the name is reserved"
+                                   : "names ending in \"" + std::string(diff_suffix) +
+                                         "\" are reserved for diffs (add(name, blob, true) writes them)");
         }
+        (void)syncblob::detail::json_quote(name, "tensor name");  // valid UTF-8, or a FormatError now
         check_free(name);
     }
 
