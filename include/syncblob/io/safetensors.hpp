@@ -113,27 +113,7 @@ public:
     template <Element T, SyncedAllocator A>
     void load(std::string_view name, Blob<T, A>& blob) const {
         const auto& data = require(name);
-        const detail::SafetensorsEntry* diff = find(std::string(name) + std::string(diff_suffix));
-        check<T>(data, data.count * sizeof(T));
-        if (diff != nullptr) {
-            if (diff->dtype != data.dtype || diff->shape != data.shape) {
-                throw_format_error(source(), "tensor \"" + diff->name + "\"",
-                                   "a diff must have the dtype and shape of \"" + data.name + "\"");
-            }
-            check<T>(*diff, 2 * data.count * sizeof(T));
-        }
-        const Shape shape(std::span<const std::int64_t>(data.shape));  // checked by the header parser
-        if (!options_.reshape && (shape != blob.shape() || !blob.has_shape())) {
-            throw ShapeError("SafetensorsFile::load: " + source() + " holds \"" + data.name + "\" of shape " +
-                             shape.to_string() + ", the blob has " + blob.shape_string() +
-                             " (set LoadOptions::reshape to adopt it)");
-        }
-        detail::StagedLoad<T, A> stage(blob, shape);
-        fill(data, stage, false);
-        if (diff != nullptr) {
-            fill(*diff, stage, true);
-        }
-        stage.commit(blob);
+        load_entries(data, diff_of(data), blob);
     }
 
     /// A new blob holding tensor `name` (and its diff).
@@ -172,19 +152,32 @@ public:
     template <Element T, SyncedAllocator A = HostOnly>
     [[nodiscard]] std::map<std::string, Blob<T, A>> load_some(std::span<const std::string> names) const {
         std::uint64_t total = 0;
+        std::vector<std::pair<const detail::SafetensorsEntry*, const detail::SafetensorsEntry*>> found;
+        found.reserve(names.size());
         for (const auto& name : names) {
             const auto& e = require(name);
-            const auto* d = find(name + std::string(diff_suffix));
+            const auto* d = diff_of(e);
             total += (e.count + (d != nullptr ? d->count : 0)) * sizeof(T);
+            found.emplace_back(&e, d);
         }
         if (total > options_.max_bytes) {
             throw_format_error(source(), "tensors",
                                "loading needs " + std::to_string(total) + " bytes, more than the limit of " +
                                    std::to_string(options_.max_bytes) + " (LoadOptions::max_bytes)");
         }
+        // Into the map in name order, each at its end: no search through the map per tensor.
+        std::vector<std::size_t> order(names.size());
+        for (std::size_t i = 0; i < order.size(); ++i) {
+            order[i] = i;
+        }
+        std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return names[a] < names[b]; });
         std::map<std::string, Blob<T, A>> out;
-        for (const auto& name : names) {
-            load(name, out[name]);
+        for (std::size_t k = 0; k < order.size(); ++k) {
+            if (k != 0 && names[order[k]] == names[order[k - 1]]) {
+                continue;  // named twice: loaded once
+            }
+            const auto& [data, diff] = found[order[k]];
+            load_entries(*data, diff, out.emplace_hint(out.end(), names[order[k]], Blob<T, A>{})->second);
         }
         return out;
     }
@@ -233,6 +226,40 @@ private:
             throw_format_error(source(), "tensor \"" + std::string(name) + "\"", "not in the file");
         }
         return *e;
+    }
+
+    // The diff tensor of tensor `data`, or nullptr.
+    [[nodiscard]] const detail::SafetensorsEntry* diff_of(const detail::SafetensorsEntry& data) const {
+        std::string name;
+        name.reserve(data.name.size() + diff_suffix.size());
+        name.append(data.name).append(diff_suffix);
+        return find(name);
+    }
+
+    // Loads `data` (and `diff`, when not null) into `blob`: see load(name, blob).
+    template <Element T, SyncedAllocator A>
+    void load_entries(const detail::SafetensorsEntry& data, const detail::SafetensorsEntry* diff,
+                      Blob<T, A>& blob) const {
+        check<T>(data, data.count * sizeof(T));
+        if (diff != nullptr) {
+            if (diff->dtype != data.dtype || diff->shape != data.shape) {
+                throw_format_error(source(), "tensor \"" + diff->name + "\"",
+                                   "a diff must have the dtype and shape of \"" + data.name + "\"");
+            }
+            check<T>(*diff, 2 * data.count * sizeof(T));
+        }
+        const Shape shape(std::span<const std::int64_t>(data.shape));  // checked by the header parser
+        if (!options_.reshape && (shape != blob.shape() || !blob.has_shape())) {
+            throw ShapeError("SafetensorsFile::load: " + source() + " holds \"" + data.name + "\" of shape " +
+                             shape.to_string() + ", the blob has " + blob.shape_string() +
+                             " (set LoadOptions::reshape to adopt it)");
+        }
+        detail::StagedLoad<T, A> stage(blob, shape);
+        fill(data, stage, false);
+        if (diff != nullptr) {
+            fill(*diff, stage, true);
+        }
+        stage.commit(blob);
     }
 
     template <Element T>

@@ -149,7 +149,7 @@ private:
         if (entries_.capacity() < entries_.size() + n) {  // geometric growth: reserve(size + 1) each time is quadratic
             entries_.reserve(std::max(entries_.size() + n, 2 * entries_.capacity()));
         }
-        index_.reserve(entries_.size() + n);
+        index_.reserve(entries_.size() + n, name_at());
     }
 
     // Appends an entry whose name was checked, into room made by the caller (nothing throws).
@@ -176,11 +176,7 @@ private:
             at += p.bytes.size();
             p.entry.end = at;
         }
-        index_ = syncblob::detail::NameIndex{};  // the positions moved
-        index_.reserve(entries_.size());
-        for (std::size_t i = 0; i < entries_.size(); ++i) {
-            (void)index_.insert(entries_[i].entry.name, i, name_at());
-        }
+        (void)index_.build(entries_.size(), name_at());  // the positions moved
     }
 
     std::vector<detail::SafetensorsEntry> entries() const {

@@ -6,13 +6,16 @@
 /// sequence (open addressing), hashed with SipHash-1-3 under a key drawn at random once per
 /// process. A fixed, public hash lets a file pick a million names that collide and turn every
 /// lookup into a scan of them all; a keyed hash leaves it nothing to aim at. Insert and find
-/// take constant expected time; the table holds two words per slot and at most half its slots.
+/// take constant expected time; the table is at most half full.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -83,19 +86,55 @@ namespace detail {
 }
 
 /// Positions 0, 1, 2, ... of a sequence of names, found by name. The names stay in the caller's
-/// sequence: `insert` and `find` take a function that returns the name at a position.
+/// sequence: `build`, `insert` and `find` take a function that returns the name at a position. A
+/// slot is 8 bytes (32 bits of the hash, the position), so a million names take 16 MiB.
 class NameIndex {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+    /// The most positions an index holds.
+    static constexpr std::size_t max_size = std::size_t{0xFFFFFFFE};
+
+    /// Indexes positions [0, n) at once and returns the first position whose name an earlier one
+    /// has (then the index is incomplete), or npos. Positions are placed in the order of their
+    /// home slots, so building touches the table front to back: one pass over memory, however
+    /// large the table, instead of a cache miss per name.
+    template <class NameAt>
+    std::size_t build(std::size_t n, NameAt&& name_at) {
+        check_size(n);
+        slots_.assign(slots_for(n), Slot{});
+        count_ = 0;
+        const std::size_t mask = slots_.size() - 1;
+        std::vector<std::uint64_t> hashes(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            hashes[i] = siphash13(name_at(i), name_hash_key());
+        }
+        // A counting sort of the positions by home slot, in groups of 16 slots (two cache lines).
+        const std::size_t groups = slots_.size() / 16;
+        std::vector<std::uint32_t> start(groups + 1, 0);
+        for (const std::uint64_t h : hashes) {
+            ++start[((h & mask) >> 4) + 1];
+        }
+        for (std::size_t g = 0; g < groups; ++g) {
+            start[g + 1] += start[g];
+        }
+        std::vector<std::uint32_t> order(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            order[start[(hashes[i] & mask) >> 4]++] = static_cast<std::uint32_t>(i);
+        }
+        for (const std::uint32_t i : order) {
+            if (const std::size_t d = place(hashes[i], i, name_at(i), name_at); d != npos) {
+                return std::max<std::size_t>(i, d);
+            }
+        }
+        return npos;
+    }
 
     /// Makes room for `n` names without growing.
-    void reserve(std::size_t n) {
-        std::size_t slots = 16;
-        while (slots < 2 * n) {
-            slots *= 2;
-        }
-        if (slots > slots_.size()) {
-            rehash(slots);
+    template <class NameAt>
+    void reserve(std::size_t n, NameAt&& name_at) {
+        check_size(n);
+        if (slots_for(n) > slots_.size()) {
+            rehash(slots_for(n), name_at);
         }
     }
 
@@ -103,19 +142,8 @@ public:
     /// returns that one and adds nothing; returns npos when added.
     template <class NameAt>
     std::size_t insert(std::string_view name, std::size_t position, NameAt&& name_at) {
-        if (2 * (count_ + 1) > slots_.size()) {
-            rehash(slots_.empty() ? 16 : 2 * slots_.size());
-        }
-        const std::uint64_t h = siphash13(name, name_hash_key());
-        std::size_t s = static_cast<std::size_t>(h) & (slots_.size() - 1);
-        for (; slots_[s].position != npos; s = (s + 1) & (slots_.size() - 1)) {
-            if (slots_[s].hash == h && name_at(slots_[s].position) == name) {
-                return slots_[s].position;
-            }
-        }
-        slots_[s] = {h, position};
-        ++count_;
-        return npos;
+        reserve(count_ + 1, name_at);
+        return place(siphash13(name, name_hash_key()), position, name, name_at);
     }
 
     /// The position whose name is `name`, or npos.
@@ -125,10 +153,11 @@ public:
             return npos;
         }
         const std::uint64_t h = siphash13(name, name_hash_key());
-        for (std::size_t s = static_cast<std::size_t>(h) & (slots_.size() - 1); slots_[s].position != npos;
+        const auto tag = static_cast<std::uint32_t>(h >> 32);
+        for (std::size_t s = static_cast<std::size_t>(h) & (slots_.size() - 1); slots_[s].position != 0;
              s = (s + 1) & (slots_.size() - 1)) {
-            if (slots_[s].hash == h && name_at(slots_[s].position) == name) {
-                return slots_[s].position;
+            if (slots_[s].tag == tag && name_at(slots_[s].position - 1) == name) {
+                return slots_[s].position - 1;
             }
         }
         return npos;
@@ -138,17 +167,50 @@ public:
 
 private:
     struct Slot {
-        std::uint64_t hash = 0;
-        std::size_t position = npos;
+        std::uint32_t tag = 0;       // the high half of the name's hash
+        std::uint32_t position = 0;  // position + 1; 0: empty
     };
 
-    void rehash(std::size_t slots) {
+    static void check_size(std::size_t n) {
+        if (n > max_size) {
+            throw std::length_error("NameIndex: more than " + std::to_string(max_size) + " names");
+        }
+    }
+
+    // A power of two at least twice n: the table is never more than half full.
+    static std::size_t slots_for(std::size_t n) {
+        std::size_t slots = 16;
+        while (slots < 2 * n) {
+            slots *= 2;
+        }
+        return slots;
+    }
+
+    // Puts `position` (hash h, name `name`) in the first free slot from its home, unless a slot on
+    // the way holds the same name: then returns that slot's position.
+    template <class NameAt>
+    std::size_t place(std::uint64_t h, std::size_t position, std::string_view name, NameAt& name_at) {
+        const auto tag = static_cast<std::uint32_t>(h >> 32);
+        std::size_t s = static_cast<std::size_t>(h) & (slots_.size() - 1);
+        for (; slots_[s].position != 0; s = (s + 1) & (slots_.size() - 1)) {
+            if (slots_[s].tag == tag && name_at(slots_[s].position - 1) == name) {
+                return slots_[s].position - 1;
+            }
+        }
+        slots_[s] = {tag, static_cast<std::uint32_t>(position + 1)};
+        ++count_;
+        return npos;
+    }
+
+    template <class NameAt>
+    void rehash(std::size_t slots, NameAt& name_at) {
         std::vector<Slot> old(slots, Slot{});
         old.swap(slots_);
         for (const Slot& e : old) {
-            if (e.position != npos) {
-                std::size_t s = static_cast<std::size_t>(e.hash) & (slots_.size() - 1);
-                while (slots_[s].position != npos) {
+            if (e.position != 0) {
+                std::size_t s =
+                    static_cast<std::size_t>(siphash13(name_at(e.position - 1), name_hash_key())) & (slots_.size() - 1);
+                while (slots_[s].position != 0) {
                     s = (s + 1) & (slots_.size() - 1);
                 }
                 slots_[s] = e;

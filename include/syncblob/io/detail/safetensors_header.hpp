@@ -156,22 +156,15 @@ public:
     void finish(std::uint64_t data_bytes) {
         auto& entries = out_.entries;
         const auto name_at = [&](std::size_t p) -> std::string_view { return entries[p].name; };
-        out_.index.reserve(entries.size());
-        for (std::size_t i = 0; i < entries.size(); ++i) {
-            if (out_.index.insert(entries[i].name, i, name_at) != NameIndex::npos) {
-                fail("header", "duplicate key \"" + entries[i].name + "\"");
-            }
+        if (const std::size_t d = out_.index.build(entries.size(), name_at); d != NameIndex::npos) {
+            fail("header", "duplicate key \"" + entries[d].name + "\"");
         }
         const auto by_offset = [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
             return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
         };
         if (!std::is_sorted(entries.begin(), entries.end(), by_offset)) {
             std::sort(entries.begin(), entries.end(), by_offset);
-            out_.index = NameIndex{};
-            out_.index.reserve(entries.size());
-            for (std::size_t i = 0; i < entries.size(); ++i) {
-                (void)out_.index.insert(entries[i].name, i, name_at);
-            }
+            (void)out_.index.build(entries.size(), name_at);  // the positions moved
         }
         validate(entries, data_bytes);
     }
@@ -232,8 +225,8 @@ private:
     void array_item(const json_stream::Scalar& s) {
         std::uint64_t v = 0;
         const bool ok = non_negative(s, v);
-        if (items_text_.size() < 64) {
-            items_text_.append(items_ == 0 ? "" : ",").append(literal(s));
+        if (field_ == 4 && items_text_.size() < 64) {  // for a message about the offsets
+            items_text_.append(items_ == 0 ? "" : ",").append(s.is_number() ? s.text : literal(s));
         }
         ++items_;
         if (field_ == 2) {
@@ -259,8 +252,7 @@ private:
             fail(where() + ": shape", *problem);
         }
         entry_.count = static_cast<std::uint64_t>(count_of(entry_.shape));
-        charge(sizeof(SafetensorsEntry) + 2 * sizeof(std::uint64_t) * 2 + entry_.name.size() +
-               entry_.shape.size() * sizeof(std::int64_t));
+        charge(sizeof(SafetensorsEntry) + 2 * 8 + entry_.name.size() + entry_.shape.size() * sizeof(std::int64_t));
         out_.entries.push_back(std::move(entry_));
     }
 
@@ -339,6 +331,9 @@ template <class Input>
     }
     SafetensorsHeader header;
     header.data_start = 8 + length;
+    // No entry takes fewer than 49 bytes of header: room for every entry the header can hold, so
+    // the list never moves (pages of room never filled are never touched, so they cost no memory).
+    header.entries.reserve(static_cast<std::size_t>(length / 48 + 1));
     SafetensorsHeaderHandler handler(source, max_bytes, header);
     json_stream::JsonLimits limits;
     limits.max_depth = 8;  // deeper than any valid header: the handler names what is too deep
