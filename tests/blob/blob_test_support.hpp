@@ -27,8 +27,8 @@ struct Case {
     using blob = syncblob::Blob<T, A>;
 };
 
-using Elements = std::tuple<float, double, half, bfloat16, std::int8_t, std::int16_t, std::int32_t, std::int64_t,
-                            std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t, bool>;
+/// Every element type of the table (core/element.hpp), the 8-bit floats included.
+using Elements = syncblob::ElementTypes;
 
 template <class List, class A>
 struct with_allocator;
@@ -37,7 +37,7 @@ struct with_allocator<std::tuple<Ts...>, A> {
     using type = std::tuple<Case<Ts, A>...>;
 };
 
-/// Every element type under HostOnly, then under Simulated (26 cases).
+/// Every element type under HostOnly, then under Simulated (32 cases).
 using HostOnlyCases = with_allocator<Elements, syncblob::HostOnly>::type;
 using SimulatedCases = with_allocator<Elements, syncblob::Simulated>::type;
 using AllCases = decltype(std::tuple_cat(HostOnlyCases{}, SimulatedCases{}));
@@ -49,7 +49,9 @@ using ZipCases =
                Case<std::int16_t, syncblob::Simulated>, Case<std::int32_t, syncblob::HostOnly>,
                Case<std::int64_t, syncblob::Simulated>, Case<std::uint8_t, syncblob::Simulated>,
                Case<std::uint16_t, syncblob::HostOnly>, Case<std::uint32_t, syncblob::Simulated>,
-               Case<std::uint64_t, syncblob::HostOnly>, Case<bool, syncblob::Simulated>>;
+               Case<std::uint64_t, syncblob::HostOnly>, Case<bool, syncblob::Simulated>,
+               Case<syncblob::float8_e4m3fn, syncblob::HostOnly>, Case<syncblob::float8_e5m2, syncblob::Simulated>,
+               Case<syncblob::float8_e8m0fnu, syncblob::HostOnly>>;
 
 template <class A>
 inline constexpr bool has_device = A::device_backend::has_device;
@@ -62,6 +64,8 @@ T make(std::int64_t i) {
         return i % 3 != 0;
     } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
         return T(static_cast<float>(k));
+    } else if constexpr (std::is_class_v<T>) {  // an 8-bit float: its k-th positive value
+        return T::from_bits(static_cast<std::uint8_t>(k));
     } else {
         return static_cast<T>(k);
     }
@@ -69,7 +73,7 @@ T make(std::int64_t i) {
 
 template <class T>
 double to_double(T v) {
-    if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    if constexpr (std::is_class_v<T>) {  // half, bfloat16, the 8-bit floats
         return static_cast<double>(static_cast<float>(v));
     } else if constexpr (std::is_same_v<T, bool>) {
         return v ? 1.0 : 0.0;

@@ -25,7 +25,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Bytes in memory, named `source` in error messages.
 class MemorySource {
@@ -127,6 +127,6 @@ void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool 
     }
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -26,7 +26,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Largest single read/write request (Linux transfers at most 0x7ffff000 bytes per call).
 inline constexpr std::size_t max_io_chunk = std::size_t{1} << 30;
@@ -225,6 +225,6 @@ inline void advise_huge_pages(void* p, std::size_t bytes) noexcept {
 #endif
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE
