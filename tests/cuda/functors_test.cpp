@@ -131,10 +131,12 @@ void check_conversions() {
         // the kernels' body converts exactly as files are converted on load (convert_elements)
         const syncblob::detail::Converted<To> expected = syncblob::detail::convert_checked<To>(v);
         INFO(syncblob::element_name<From>() << " -> " << syncblob::element_name<To>() << " of " << as_double(v));
-        To out{};
+        std::array<To, 6> out{};
+        std::array<From, 6> in{};
+        in.fill(v);
         unsigned long long first = ~0ULL;
-        sd::ConvertAt<To, From>{&out, &v, &first}(5);
-        REQUIRE(same_value(out, expected.value));
+        sd::ConvertAt<To, From>{out.data(), in.data(), &first}(5);
+        REQUIRE(same_value(out[5], expected.value));
         REQUIRE(first == (expected.exact ? ~0ULL : 5ULL));
     }
 }
