@@ -161,10 +161,10 @@ TEST_CASE("safetensors F8 tensors: every bit pattern written under its dtype nam
 
 TEST_CASE("safetensors F8 tensors written by hand load as the OCP values; converting loads round to nearest even",
           "[io][safetensors][float8]") {
-    // 0x38 = 1.0 (E4M3), 0x7E = 448, 0xB9 = -1.125, 0x01 = 2^-9; for E5M2 0x3C = 1.0, 0x7B = 57344, 0x7C = inf
+    // 0x38 = 1.0 (E4M3), 0x7E = 448, 0xB9 = -1.125, 0x01 = 2^-9; for E5M2 0x3C = 1.0, 0x7B = 57344, 0x7C = inf, 0
     const std::string bytes = st_bytes(
         "{\"e4\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[0,4]},"
-        "\"e5\":{\"dtype\":\"F8_E5M2\",\"shape\":[3],\"data_offsets\":[4,7]},"
+        "\"e5\":{\"dtype\":\"F8_E5M2\",\"shape\":[4],\"data_offsets\":[4,8]},"
         "\"f\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]}}",
         std::string("\x38\x7E\xB9\x01\x3C\x7B\x7C\0", 8) + std::string(12, '\0'));
     std::string with_floats = bytes;

@@ -152,23 +152,25 @@ auto element_tuple(std::index_sequence<I...>) -> std::tuple<element_t<all_dtypes
 /// that run over all of them).
 using ElementTypes = decltype(detail::element_tuple(std::make_index_sequence<all_dtypes.size()>{}));
 
+/// Whether `d` is a dtype of the table (a value cast from a number need not be).
+[[nodiscard]] constexpr bool is_dtype(Dtype d) noexcept {
+    return static_cast<std::size_t>(d) < std::size(dtype_table);
+}
+
 /// The table's row of `d`, or nothing for a value that is no dtype.
 [[nodiscard]] constexpr const DtypeInfo* dtype_info(Dtype d) noexcept {
-    const auto index = static_cast<std::size_t>(d);
-    return index < std::size(dtype_table) ? &dtype_table[index] : nullptr;
+    return is_dtype(d) ? &dtype_table[static_cast<std::size_t>(d)] : nullptr;
 }
 
 /// The dtype's name: "F64", "F32", "F16", "BF16", "I64" … "U8", "BOOL", "F8_E4M3", "F8_E5M2",
 /// "F8_E8M0" ("?" for a value that is no dtype).
 [[nodiscard]] constexpr std::string_view dtype_name(Dtype d) noexcept {
-    const DtypeInfo* info = dtype_info(d);
-    return info != nullptr ? info->name : std::string_view{"?"};
+    return is_dtype(d) ? dtype_table[static_cast<std::size_t>(d)].name : std::string_view{"?"};
 }
 
 /// Bytes per element of a dtype (0 for a value that is no dtype).
 [[nodiscard]] constexpr std::size_t dtype_size(Dtype d) noexcept {
-    const DtypeInfo* info = dtype_info(d);
-    return info != nullptr ? info->size : 0;
+    return is_dtype(d) ? dtype_table[static_cast<std::size_t>(d)].size : 0;
 }
 
 /// Every dtype's name, separated by spaces ("F64 F32 … F8_E8M0"): what messages list as accepted.

@@ -195,9 +195,11 @@ requires detail::AnyManagedTensor<To> && detail::AnyManagedTensor<std::remove_co
 /// floats DLPack 1.1's `kDLFloat8_e4m3fn`, `kDLFloat8_e5m2` and `kDLFloat8_e8m0fnu`), 8 bits per
 /// byte of the element, one lane.
 [[nodiscard]] constexpr DLDataType dl_data_type_of(Dtype d) noexcept {
-    const syncblob::DtypeInfo* row = dtype_info(d);
-    return row != nullptr ? DLDataType{row->dlpack_code, static_cast<std::uint8_t>(row->size * 8), 1}
-                          : DLDataType{static_cast<std::uint8_t>(TypeCode::opaque_handle), 0, 1};
+    if (!is_dtype(d)) {
+        return DLDataType{static_cast<std::uint8_t>(TypeCode::opaque_handle), 0, 1};
+    }
+    const syncblob::DtypeInfo& row = dtype_table[static_cast<std::size_t>(d)];
+    return DLDataType{row.dlpack_code, static_cast<std::uint8_t>(row.size * 8), 1};
 }
 
 /// The DLPack data type of an element type (see `dl_data_type_of`).

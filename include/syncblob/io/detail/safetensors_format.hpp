@@ -51,8 +51,7 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
 /// The dtype's position in the reference's dtype enum (the element table's column): the
 /// reference's writer puts a tensor of a later position first.
 [[nodiscard]] constexpr int safetensors_rank(Dtype d) noexcept {
-    const DtypeInfo* row = dtype_info(d);
-    return row != nullptr ? row->safetensors_position : -1;
+    return is_dtype(d) ? dtype_table[static_cast<std::size_t>(d)].safetensors_position : -1;
 }
 
 /// A JSON string literal as serde_json writes it (", \ and control characters escaped, other
