@@ -8,12 +8,12 @@
 /// CUDA's `__nv_fp8_e4m3` / `__nv_fp8_e5m2` / `__nv_fp8_e8m0`, PyTorch's and ml_dtypes' types of
 /// the same names. Like `half`, they store and convert; arithmetic happens in float.
 ///
-/// | format | bits | largest finite | least nonzero | infinity | NaN |
-/// |---|---|---|---|---|---|
-/// | E4M3FN | sign, 4 exponent (bias 7), 3 mantissa | ±448 (S.1111.110) | 2^-9 (S.0000.001) | none | S.1111.111 |
-/// | E5M2 | sign, 5 exponent (bias 15), 2 mantissa | ±57344 (S.11110.11) | 2^-16 (S.00000.01) | S.11111.00 |
-/// S.11111.{01,10,11} | | E8M0FNU | 8 exponent (bias 127), no sign, no mantissa | 2^127 (0xFE) | 2^-127 (0x00) | none |
-/// 0xFF |
+/// - E4M3FN: sign, 4 exponent bits (bias 7), 3 mantissa bits; largest finite ±448 (S.1111.110),
+///   least nonzero 2^-9 (S.0000.001); no infinity; NaN S.1111.111.
+/// - E5M2: sign, 5 exponent bits (bias 15), 2 mantissa bits; largest finite ±57344 (S.11110.11),
+///   least nonzero 2^-16 (S.00000.01); infinity S.11111.00; NaN S.11111.{01,10,11}.
+/// - E8M0FNU: 8 exponent bits (bias 127), no sign, no mantissa: 2^-127 (0x00) … 2^127 (0xFE);
+///   no zero, no infinity; NaN 0xFF.
 ///
 /// Conversion to float is exact. Conversion from float rounds to nearest, ties to even (for E8M0FNU,
 /// whose significand is always 1, a tie 1.5 × 2^k goes to 2^(k+1)), and then does with a value the

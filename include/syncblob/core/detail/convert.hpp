@@ -8,13 +8,16 @@
 /// (`cuda::convert`) apply `convert_checked<To>(v)`: the converted value, and whether it is `v`
 /// itself. docs/file-safety.md prints the table for every pair of dtypes.
 ///
-/// | to \ from value | exact | otherwise, the saturated value |
-/// |---|---|---|
-/// | an integer type | an integer within its range | NaN: 0; beyond the range (±inf too): its min or max; a fraction:
-/// truncated toward zero | | BOOL | 0 or 1 (-0.0 and 1.0 too) | true for any nonzero value, NaN included (as C++ and
-/// NumPy) | | a floating type | any value whose rounding to nearest (ties to even) it holds: finite, NaN, and ±inf
-/// where it has them | a value beyond its range (±inf where it has none): its largest finite value of that sign; for
-/// F8_E8M0 (positive only) zero and negative values: its least, 2^-127 |
+/// Into each kind of type, what converts exactly, and what any other value becomes (its saturated
+/// value, which `LoadOptions::saturate` loads and the CUDA kernels write):
+/// - an integer type: an integer within its range. Otherwise NaN: 0; beyond the range (±inf too):
+///   its min or max; a fraction: truncated toward zero.
+/// - BOOL: 0 or 1 (-0.0 and 1.0 too). Otherwise true for any nonzero value, NaN included (as C++
+///   and NumPy).
+/// - a floating type: any value whose rounding to nearest (ties to even) it holds: finite, NaN,
+///   and ±inf where it has them. Otherwise (beyond its range, or ±inf where it has none) its
+///   largest finite value of that sign; for F8_E8M0 (positive only) zero and negative values: its
+///   least, 2^-127.
 ///
 /// Rounding a value to a floating type (0.1 to F32, 2^53 + 1 to F64, 1e-300 to F32's 0) is the one
 /// change a conversion makes without saying: it is what a floating type is. It is one rounding from
