@@ -43,8 +43,8 @@ struct AsyncPool;
 
 namespace dlpack {
 
-/// Which side of a buffer to export.
-enum class Side : std::uint8_t { host, device };
+/// Which side of a buffer to export: syncblob's own `Side` (memory/head.hpp).
+using syncblob::Side;
 /// Which buffer of a blob to export.
 enum class Part : std::uint8_t { data, diff };
 

@@ -88,7 +88,7 @@ public:
         if (const void* p = host_data_if_fresh()) {
             return p;
         }
-        return access("SyncedBuffer::host_data", Access::host_read);
+        return access("SyncedBuffer::host_data", {Side::host, Want::read});
     }
 
     /// Fresh host bytes for writing; the device copy becomes stale.
@@ -96,7 +96,7 @@ public:
         if (void* p = mutable_host_data_if_fresh()) {
             return p;
         }
-        return access("SyncedBuffer::mutable_host_data", Access::host_write);
+        return access("SyncedBuffer::mutable_host_data", {Side::host, Want::write});
     }
 
     /// The host bytes if reading them needs nothing done first (head at the host or synced, no
@@ -124,7 +124,7 @@ public:
 
     /// Host bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
     [[nodiscard]] void* mutable_host_data_for_overwrite() {
-        return access("SyncedBuffer::mutable_host_data_for_overwrite", Access::host_overwrite);
+        return access("SyncedBuffer::mutable_host_data_for_overwrite", {Side::host, Want::overwrite});
     }
     /// The first `bytes` host bytes are about to be overwritten: the whole buffer as above; a prefix
     /// through `mutable_host_data()`, so the rest keeps valid contents (zeros when new).
@@ -138,7 +138,7 @@ public:
         if (s == state_of(Head::at_device) || s == state_of(Head::synced)) {
             return device_;
         }
-        return access("SyncedBuffer::device_data", Access::device_read);
+        return access("SyncedBuffer::device_data", {Side::device, Want::read});
     }
 
     /// Fresh device bytes for writing; the host copy becomes stale.
@@ -146,12 +146,12 @@ public:
         if (state_.load(std::memory_order_acquire) == state_of(Head::at_device) && !device_read_only_) {
             return device_;
         }
-        return access("SyncedBuffer::mutable_device_data", Access::device_write);
+        return access("SyncedBuffer::mutable_device_data", {Side::device, Want::write});
     }
 
     /// Device bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
     [[nodiscard]] void* mutable_device_data_for_overwrite() {
-        return access("SyncedBuffer::mutable_device_data_for_overwrite", Access::device_overwrite);
+        return access("SyncedBuffer::mutable_device_data_for_overwrite", {Side::device, Want::overwrite});
     }
     /// The first `bytes` device bytes are about to be overwritten (see the host overload).
     [[nodiscard]] void* mutable_device_data_for_overwrite(std::size_t bytes) {
@@ -216,56 +216,14 @@ public:
     /// A later host access blocks on the copy; a later device access makes the buffer's stream wait.
     /// \throws StateError from uninitialized or at_device.
     void push_to_device_async(stream_type stream) {
-        require_device("SyncedBuffer::push_to_device_async");
-        std::lock_guard lock(mutex_);
-        const Head h = head();
-        if (h == Head::synced) {
-            return;
-        }
-        if (h != Head::at_host) {
-            throw StateError("SyncedBuffer::push_to_device_async: needs fresh host data, but the head is " +
-                             std::string(head_name(h)));
-        }
-        // No copy is pending here: every way to at_host (a host access, set_host_data) waits for it.
-        check_device_id("SyncedBuffer::push_to_device_async");
-        ensure_device(false, false);
-        detail::order_after<Device>(stream_, stream);  // the device block may still be in use on the buffer's stream
-        if (size_ != 0) {
-            Device::copy_async(device_, host_, size_, CopyKind::host_to_device, stream);
-            count(stats_.host_to_device, stats_.host_to_device_bytes);
-        }
-        pending_.issued(Device::record(stream));
-        publish(Head::synced);
+        Base::prefetch("SyncedBuffer::push_to_device_async", Side::device, stream);
     }
     void push_to_device_async() { push_to_device_async(stream_); }
 
     /// Issues a D→H copy on `stream` and returns without waiting. at_device → synced; at_host, synced: nothing.
     /// \throws StateError from uninitialized.
     void pull_to_host_async(stream_type stream) {
-        require_device("SyncedBuffer::pull_to_host_async");
-        std::lock_guard lock(mutex_);
-        const Head h = head();
-        if (h == Head::at_host || h == Head::synced) {
-            return;
-        }
-        if (h != Head::at_device) {
-            throw StateError("SyncedBuffer::pull_to_host_async: needs fresh device data, but the head is " +
-                             std::string(head_name(h)));
-        }
-        check_device_id("SyncedBuffer::pull_to_host_async");
-        ensure_host(false, false);
-        // The copy reads what kernels on the buffer's stream write, and writes the host block an
-        // earlier asynchronous copy may still read: its stream waits for the buffer's stream (the
-        // host does not). That covers the earlier copy too: the head reached at_device through a
-        // device access, which made the buffer's stream wait for it, and a point recorded after a
-        // wait is reached only once the waited work has run.
-        detail::order_after<Device>(stream_, stream);
-        if (size_ != 0) {
-            Device::copy_async(host_, device_, size_, CopyKind::device_to_host, stream);
-            count(stats_.device_to_host, stats_.device_to_host_bytes);
-        }
-        pending_.issued(Device::record(stream));
-        publish(Head::synced);
+        Base::prefetch("SyncedBuffer::pull_to_host_async", Side::host, stream);
     }
     void pull_to_host_async() { pull_to_host_async(stream_); }
 
@@ -434,15 +392,14 @@ private:
     using Base = detail::BufferState<HostAlloc, Device>;
     friend Base;
     // The engine's members and slow path (detail/buffer_state.hpp).
-    using Base::access, Base::check_borrow, Base::check_device_id, Base::count, Base::ensure_device, Base::ensure_host,
-        Base::make_stale, Base::note_host_access, Base::owns_unlocked, Base::publish, Base::release_device,
-        Base::release_host, Base::require_device, Base::state_of, Base::wait_host_unlocked;
+    using Base::access, Base::check_borrow, Base::make_stale, Base::note_host_access, Base::owns_unlocked,
+        Base::publish, Base::release_device, Base::release_host, Base::require_device, Base::state_of,
+        Base::wait_host_unlocked;
     using Base::device_, Base::device_holding_, Base::device_kernels_, Base::device_read_only_, Base::host_,
         Base::host_holding_, Base::host_kernels_, Base::host_read_only_, Base::mutex_, Base::pending_,
         Base::poison_byte_, Base::size_, Base::state_, Base::stats_, Base::stream_;
     using Base::pending_bit;
-    using Access = detail::Access;
-    using Side = typename Base::Side;
+    using Want = detail::Want;
 };
 
 SYNCBLOB_END_NAMESPACE

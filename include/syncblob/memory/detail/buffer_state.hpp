@@ -38,8 +38,6 @@ protected:
     BufferState& operator=(const BufferState&) = delete;
     ~BufferState() = default;
 
-    enum class Side : std::uint8_t { host, device };
-
     static constexpr std::uint8_t head_mask = 0x3;
     static constexpr std::uint8_t pending_bit = 0x4;
     static constexpr std::uint8_t state_of(Head h) noexcept { return static_cast<std::uint8_t>(h); }
@@ -48,12 +46,20 @@ protected:
         return static_cast<Head>(state_.load(std::memory_order_acquire) & head_mask);
     }
 
-    // The slow path: every access that changes something, as transition says. Holds the
-    // mutex; on any exception the head is unchanged (allocation happens before the head moves). The
-    // stale side is poisoned only after the new head is published, so a failing poison cannot
-    // leave a fresh side garbled under a head that still names it fresh.
+    /// What a side's new owned block holds.
+    enum class Contents : std::uint8_t {
+        unspecified,  ///< whatever the allocator returned (the caller writes it, or a copy fills it)
+        zeros,        ///< zero-filled: the first touch of a side
+        kept,         ///< the bytes of the read-only borrow the block replaces (copy on write)
+    };
+
+    // The slow path of a read, write or overwrite of side `a.side`: every access that changes
+    // something, as transition says. Holds the mutex; on any exception the head is unchanged
+    // (allocation happens before the head moves). The stale side is poisoned only after the new
+    // head is published, so a failing poison cannot leave a fresh side garbled under a head that
+    // still names it fresh.
     SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const {
-        const bool to_host = on_host(a);
+        const bool to_host = a.side == Side::host;
         if (!to_host) {
             require_device(op);
         }
@@ -74,26 +80,65 @@ protected:
             case Step::none:
                 break;
             case Step::allocate_zeroed:
-                to_host ? ensure_host(true, false) : ensure_device(true, false);
+                ensure(a.side, Contents::zeros);
                 break;
             case Step::copy_from_other_side:
                 to_host ? pull(op) : push();
                 break;
             case Step::make_writable:
-                to_host ? ensure_host(false, true) : ensure_device(false, true);
+                ensure(a.side, Contents::kept);
                 break;
             case Step::allocate_for_overwrite:
-                to_host ? ensure_host(false, false) : ensure_device(false, false);
+                ensure(a.side, Contents::unspecified);
+                break;
+            case Step::copy_async:  // prefetches only (prefetch below)
+            case Step::refuse:
                 break;
         }
         publish(next);
         if (writes(a)) {
-            make_stale(to_host ? Side::device : Side::host);
+            make_stale(other_side(a.side));
         }
         if (to_host) {
             note_host_access(writes(a), op);
         }
         return to_host ? host_ : device_;
+    }
+
+    // push_to_device_async (`to` the device) and pull_to_host_async (`to` the host): an
+    // asynchronous copy of the fresh side into side `to` on `stream`, as transition says, tracked
+    // by an event; the host does not wait.
+    void prefetch(std::string_view op, Side to, stream_type stream) const {
+        require_device(op);
+        std::lock_guard lock(mutex_);
+        const Head h = head();
+        const auto [step, next] = transition({to, Want::prefetch}, h);
+        if (step == Step::refuse) {
+            throw StateError(std::string(op) + ": needs fresh " + (to == Side::device ? "host" : "device") +
+                             " data, but the head is " + std::string(head_name(h)));
+        }
+        if (step == Step::none) {
+            return;
+        }
+        check_device_id(op);
+        ensure(to, Contents::unspecified);
+        // A push: no copy is pending (every way to at_host, a host access or set_host_data, waited
+        // for it), but the device block may still be in use by work on the buffer's stream. A pull:
+        // the copy reads what kernels on the buffer's stream write, and writes the host block an
+        // earlier asynchronous copy may still read; that copy is covered too, since the head reached
+        // at_device through a device access, which made the buffer's stream wait for it, and a point
+        // recorded after a wait is reached only once the waited work has run. Either way `stream`
+        // waits for the buffer's stream (the host does not).
+        detail::order_after<Device>(stream_, stream);
+        if (size_ != 0) {
+            const bool up = to == Side::device;
+            Device::copy_async(side_ptr(to), side_ptr(other_side(to)), size_,
+                               up ? CopyKind::host_to_device : CopyKind::device_to_host, stream);
+            up ? count(stats_.host_to_device, stats_.host_to_device_bytes)
+               : count(stats_.device_to_host, stats_.device_to_host_bytes);
+        }
+        pending_.issued(Device::record(stream));
+        publish(next);
     }
 
     // Tells a backend that checks the host's accesses (SimulatedDevice) that the host is about to
@@ -107,9 +152,12 @@ protected:
         }
     }
 
+    // The pointer of side `s`.
+    [[nodiscard]] void* side_ptr(Side s) const noexcept { return s == Side::host ? host_ : device_; }
+
     // H→D into a writable device block (allocated if needed, without zero-fill).
     void push() const {
-        ensure_device(false, false);
+        ensure(Side::device, Contents::unspecified);
         if (size_ != 0) {
             Device::copy(device_, host_, size_, CopyKind::host_to_device, stream_);
             count(stats_.host_to_device, stats_.host_to_device_bytes);
@@ -119,26 +167,28 @@ protected:
     // D→H into a writable host block (allocated if needed, without zero-fill).
     void pull(std::string_view op) const {
         check_device_id(op);
-        ensure_host(false, false);
+        ensure(Side::host, Contents::unspecified);
         if (size_ != 0) {
             Device::copy(host_, device_, size_, CopyKind::device_to_host, stream_);
             count(stats_.device_to_host, stats_.device_to_host_bytes);
         }
     }
 
-    // Makes the host side an owned, writable block: allocates when there is none or when it is a
-    // read-only borrow (copying the borrowed bytes when `preserve`), zero-filling a new block when `zero`.
-    void ensure_host(bool zero, bool preserve) const {
+    // Makes side `s` an owned, writable block: allocates when there is none or when it is a
+    // read-only borrow; the new block holds `contents`.
+    void ensure(Side s, Contents contents) const { s == Side::host ? ensure_host(contents) : ensure_device(contents); }
+
+    void ensure_host(Contents contents) const {
         if (size_ == 0 || (host_ != nullptr && !host_read_only_)) {
             return;
         }
         HostBlock block = HostAlloc::allocate(size_);
         ++stats_.host_allocations;
-        if (host_ != nullptr && preserve) {
+        if (host_ != nullptr && contents == Contents::kept) {
             note_host_access(false, "SyncedBuffer's copy on write of a read-only borrow");
             std::memcpy(block.data, host_, size_);
             count(stats_.host_to_host, stats_.host_to_host_bytes);
-        } else if (zero) {
+        } else if (contents == Contents::zeros) {
             std::memset(block.data, 0, size_);
         }
         host_holding_.adopt(block);
@@ -146,17 +196,16 @@ protected:
         host_read_only_ = false;
     }
 
-    // The device counterpart of ensure_host.
-    void ensure_device(bool zero, bool preserve) const {
+    void ensure_device(Contents contents) const {
         if (size_ == 0 || (device_ != nullptr && !device_read_only_)) {
             return;
         }
         void* block = allocate_device_block();
         try {
-            if (device_ != nullptr && preserve) {
+            if (device_ != nullptr && contents == Contents::kept) {
                 Device::copy(block, device_, size_, CopyKind::device_to_device, stream_);
                 count(stats_.device_to_device, stats_.device_to_device_bytes);
-            } else if (zero) {
+            } else if (contents == Contents::zeros) {
                 Device::fill(block, 0, size_, stream_);
             }
         } catch (...) {
