@@ -122,14 +122,24 @@ public:
         return nullptr;
     }
 
-    /// Host bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
+    /// Host bytes about to be overwritten whole: no zero-fill and no copy from the device; contents
+    /// unspecified. The device side becomes stale.
     [[nodiscard]] void* mutable_host_data_for_overwrite() {
         return access("SyncedBuffer::mutable_host_data_for_overwrite", {Side::host, Want::overwrite});
     }
-    /// The first `bytes` host bytes are about to be overwritten: the whole buffer as above; a prefix
-    /// through `mutable_host_data()`, so the rest keeps valid contents (zeros when new).
+    /// The first `bytes` host bytes are about to be overwritten: with `bytes` ≥ size() the whole
+    /// buffer, as above. A prefix is a write that never copies nor zero-fills the prefix, while the
+    /// rest keeps valid contents: on a stale host side the bytes after the prefix (and only those)
+    /// are copied from the device, one D→H copy of size() − `bytes` bytes that `stats()` counts; a
+    /// new host block gets zeros after the prefix.
     [[nodiscard]] void* mutable_host_data_for_overwrite(std::size_t bytes) {
-        return bytes >= size_ ? mutable_host_data_for_overwrite() : mutable_host_data();
+        if (bytes >= size_) {
+            return mutable_host_data_for_overwrite();
+        }
+        if (void* p = mutable_host_data_if_fresh()) {
+            return p;
+        }
+        return access("SyncedBuffer::mutable_host_data_for_overwrite", {Side::host, Want::write}, bytes);
     }
 
     /// Fresh device bytes for reading (allocates and zero-fills on first access, copies H→D when stale).
@@ -149,13 +159,21 @@ public:
         return access("SyncedBuffer::mutable_device_data", {Side::device, Want::write});
     }
 
-    /// Device bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
+    /// Device bytes about to be overwritten whole: no zero-fill and no copy from the host; contents
+    /// unspecified. The host side becomes stale.
     [[nodiscard]] void* mutable_device_data_for_overwrite() {
         return access("SyncedBuffer::mutable_device_data_for_overwrite", {Side::device, Want::overwrite});
     }
-    /// The first `bytes` device bytes are about to be overwritten (see the host overload).
+    /// The first `bytes` device bytes are about to be overwritten: the mirror image of the host
+    /// overload (on a stale device side, one H→D copy of the bytes after the prefix).
     [[nodiscard]] void* mutable_device_data_for_overwrite(std::size_t bytes) {
-        return bytes >= size_ ? mutable_device_data_for_overwrite() : mutable_device_data();
+        if (bytes >= size_) {
+            return mutable_device_data_for_overwrite();
+        }
+        if (state_.load(std::memory_order_acquire) == state_of(Head::at_device) && !device_read_only_) {
+            return device_;
+        }
+        return access("SyncedBuffer::mutable_device_data_for_overwrite", {Side::device, Want::write}, bytes);
     }
 
     /// Uses `data` (at least `bytes` ≥ size() bytes) as the host side, without copying; it is never
@@ -242,7 +260,7 @@ public:
     /// Copies the first `bytes` fresh bytes of `source` into the start of this buffer, on the side
     /// where the source is fresh (as above). The rest of this buffer keeps its contents (zeros for
     /// a side allocated by this call); to keep them, a partial copy onto a stale side first brings
-    /// that side up to date, a copy `stats()` counts.
+    /// the rest of that side up to date (`mutable_*_data_for_overwrite(bytes)`), a copy `stats()` counts.
     /// \throws ShapeError when `bytes` exceeds either size (nothing changes).
     template <HostAllocator H2, DeviceBackend D2>
     void copy_from(const SyncedBuffer<H2, D2>& source, std::size_t bytes) {

@@ -46,19 +46,24 @@ protected:
         return static_cast<Head>(state_.load(std::memory_order_acquire) & head_mask);
     }
 
-    /// What a side's new owned block holds.
+    /// What a side's new owned block holds from its byte `from` on (the bytes before it are about
+    /// to be overwritten by the caller).
     enum class Contents : std::uint8_t {
         unspecified,  ///< whatever the allocator returned (the caller writes it, or a copy fills it)
         zeros,        ///< zero-filled: the first touch of a side
         kept,         ///< the bytes of the read-only borrow the block replaces (copy on write)
     };
 
+    // The slow path of an access to a whole side (the accessors' calls stay as short as they were).
+    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const { return access(op, a, 0); }
+
     // The slow path of a read, write or overwrite of side `a.side`: every access that changes
     // something, as transition says. Holds the mutex; on any exception the head is unchanged
     // (allocation happens before the head moves). The stale side is poisoned only after the new
     // head is published, so a failing poison cannot leave a fresh side garbled under a head that
-    // still names it fresh.
-    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const {
+    // still names it fresh. `written`: for a write, the leading bytes the caller overwrites at
+    // once; the copy or zero-fill the write needs covers only the bytes after them.
+    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a, std::size_t written) const {
         const bool to_host = a.side == Side::host;
         if (!to_host) {
             require_device(op);
@@ -80,13 +85,13 @@ protected:
             case Step::none:
                 break;
             case Step::allocate_zeroed:
-                ensure(a.side, Contents::zeros);
+                ensure(a.side, Contents::zeros, written);
                 break;
             case Step::copy_from_other_side:
-                to_host ? pull(op) : push();
+                to_host ? pull(op, written) : push(written);
                 break;
             case Step::make_writable:
-                ensure(a.side, Contents::kept);
+                ensure(a.side, Contents::kept, written);
                 break;
             case Step::allocate_for_overwrite:
                 ensure(a.side, Contents::unspecified);
@@ -155,58 +160,67 @@ protected:
     // The pointer of side `s`.
     [[nodiscard]] void* side_ptr(Side s) const noexcept { return s == Side::host ? host_ : device_; }
 
-    // H→D into a writable device block (allocated if needed, without zero-fill).
-    void push() const {
+    // Byte `offset` of `p`.
+    [[nodiscard]] static void* at(void* p, std::size_t offset) noexcept { return static_cast<std::byte*>(p) + offset; }
+
+    // H→D of the bytes from `from` on into a writable device block (allocated if needed, without zero-fill).
+    void push(std::size_t from = 0) const {
         ensure(Side::device, Contents::unspecified);
-        if (size_ != 0) {
-            Device::copy(device_, host_, size_, CopyKind::host_to_device, stream_);
-            count(stats_.host_to_device, stats_.host_to_device_bytes);
+        if (from < size_) {
+            Device::copy(at(device_, from), at(host_, from), size_ - from, CopyKind::host_to_device, stream_);
+            count(stats_.host_to_device, stats_.host_to_device_bytes, size_ - from);
         }
     }
 
-    // D→H into a writable host block (allocated if needed, without zero-fill).
-    void pull(std::string_view op) const {
+    // D→H of the bytes from `from` on into a writable host block (allocated if needed, without zero-fill).
+    void pull(std::string_view op, std::size_t from = 0) const {
         check_device_id(op);
         ensure(Side::host, Contents::unspecified);
-        if (size_ != 0) {
-            Device::copy(host_, device_, size_, CopyKind::device_to_host, stream_);
-            count(stats_.device_to_host, stats_.device_to_host_bytes);
+        if (from < size_) {
+            Device::copy(at(host_, from), at(device_, from), size_ - from, CopyKind::device_to_host, stream_);
+            count(stats_.device_to_host, stats_.device_to_host_bytes, size_ - from);
         }
     }
 
     // Makes side `s` an owned, writable block: allocates when there is none or when it is a
-    // read-only borrow; the new block holds `contents`.
-    void ensure(Side s, Contents contents) const { s == Side::host ? ensure_host(contents) : ensure_device(contents); }
+    // read-only borrow; the new block holds `contents` from byte `from` on.
+    void ensure(Side s, Contents contents, std::size_t from = 0) const {
+        s == Side::host ? ensure_host(contents, from) : ensure_device(contents, from);
+    }
 
-    void ensure_host(Contents contents) const {
+    void ensure_host(Contents contents, std::size_t from) const {
         if (size_ == 0 || (host_ != nullptr && !host_read_only_)) {
             return;
         }
         HostBlock block = HostAlloc::allocate(size_);
         ++stats_.host_allocations;
         if (host_ != nullptr && contents == Contents::kept) {
-            note_host_access(false, "SyncedBuffer's copy on write of a read-only borrow");
-            std::memcpy(block.data, host_, size_);
-            count(stats_.host_to_host, stats_.host_to_host_bytes);
-        } else if (contents == Contents::zeros) {
-            std::memset(block.data, 0, size_);
+            if (from < size_) {
+                note_host_access(false, "SyncedBuffer's copy on write of a read-only borrow");
+                std::memcpy(at(block.data, from), at(host_, from), size_ - from);
+                count(stats_.host_to_host, stats_.host_to_host_bytes, size_ - from);
+            }
+        } else if (contents == Contents::zeros && from < size_) {
+            std::memset(at(block.data, from), 0, size_ - from);
         }
         host_holding_.adopt(block);
         host_ = block.data;
         host_read_only_ = false;
     }
 
-    void ensure_device(Contents contents) const {
+    void ensure_device(Contents contents, std::size_t from) const {
         if (size_ == 0 || (device_ != nullptr && !device_read_only_)) {
             return;
         }
         void* block = allocate_device_block();
         try {
             if (device_ != nullptr && contents == Contents::kept) {
-                Device::copy(block, device_, size_, CopyKind::device_to_device, stream_);
-                count(stats_.device_to_device, stats_.device_to_device_bytes);
-            } else if (contents == Contents::zeros) {
-                Device::fill(block, 0, size_, stream_);
+                if (from < size_) {
+                    Device::copy(at(block, from), at(device_, from), size_ - from, CopyKind::device_to_device, stream_);
+                    count(stats_.device_to_device, stats_.device_to_device_bytes, size_ - from);
+                }
+            } else if (contents == Contents::zeros && from < size_) {
+                Device::fill(at(block, from), 0, size_ - from, stream_);
             }
         } catch (...) {
             if constexpr (StreamOrderedBackend<Device>) {  // the failed work was issued on stream_
@@ -304,9 +318,11 @@ protected:
         }
     }
 
-    void count(std::uint64_t& copies, std::uint64_t& bytes) const noexcept {
+    // Counts a copy of `n` bytes (the whole buffer unless said otherwise).
+    void count(std::uint64_t& copies, std::uint64_t& bytes) const noexcept { count(copies, bytes, size_); }
+    static void count(std::uint64_t& copies, std::uint64_t& bytes, std::size_t n) noexcept {
         ++copies;
-        bytes += size_;
+        bytes += n;
     }
 
     // The host blocks until a pending asynchronous copy has finished.
