@@ -2,6 +2,8 @@
 // Blob: copy_from (where the source is fresh), share_data / share_diff, move-only, clone.
 
 #include <cstdint>
+#include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -233,4 +235,59 @@ TEST_CASE("Blob share_data and share_diff refuse a shapeless blob even after res
     syncblob::Blob<float> shaped{0};
     CHECK_THROWS_AS(shaped.share_data(a), syncblob::ShapeError);
     CHECK_THROWS_AS(a.share_data(shaped), syncblob::ShapeError);
+}
+
+TEST_CASE("Blob keeps its whole state through a failed copy_from, and swap and move carry all of it", "[blob][state]") {
+    using B = syncblob::Blob<float, syncblob::Simulated>;
+    const SimulatedDevice::Scope scope({});
+    const auto stream = SimulatedDevice::create_stream();
+    B source{3};
+    source.fill(4.0f);
+    (void)source.mutable_device_data();  // device-fresh: the copy allocates the target's device side
+
+    B target{2};
+    target.fill(1.0f);
+    target.set_stream(stream);
+    target.fix_layout("the test's arena");
+    const auto data = target.data_buffer();
+    const auto stats = target.data_stats();
+    {  // the same shape, so the fixed layout allows the copy, which then fails to allocate
+        B same{2};
+        same.fill(2.0f);
+        (void)same.mutable_device_data();
+        const SimulatedDevice::Scope failing({.fail_allocation = 1});
+        CHECK_THROWS_AS(target.copy_from(same), std::bad_alloc);
+    }
+    CHECK(target.stream() == stream);
+    CHECK(target.layout_owner() == std::string("the test's arena"));
+    CHECK(target.data_buffer() == data);
+    CHECK(target.data_buffer()->stream() == stream);
+    CHECK(target.data_stats() == stats);
+    CHECK(target.host_data()[1] == 1.0f);
+
+    B free_target{2};
+    free_target.set_stream(stream);
+    {  // a copy that reshapes first, then fails: the old shape, buffers and stream come back
+        const SimulatedDevice::Scope failing({.fail_allocation = 1});
+        CHECK_THROWS_AS(free_target.copy_from(source, false, true), std::bad_alloc);
+    }
+    CHECK(free_target.shape_string() == "2 (2)");
+    CHECK(free_target.stream() == stream);
+    CHECK(free_target.data_buffer()->stream() == stream);
+    CHECK_FALSE(free_target.layout_fixed());
+
+    // swap and move exchange every member, the stream and the layout mark included
+    B other{5};
+    swap(target, other);
+    CHECK(other.stream() == stream);
+    CHECK(other.layout_owner() == std::string("the test's arena"));
+    CHECK(target.stream() == SimulatedDevice::default_stream());
+    CHECK_FALSE(target.layout_fixed());
+    CHECK(target.shape_string() == "5 (5)");
+    B moved = std::move(other);
+    CHECK(moved.stream() == stream);
+    CHECK(moved.layout_fixed());
+    CHECK(moved.data_buffer() == data);
+    CHECK_FALSE(other.layout_fixed());  // NOLINT(bugprone-use-after-move): a moved-from blob is empty and free
+    CHECK(other.stream() == SimulatedDevice::default_stream());
 }
