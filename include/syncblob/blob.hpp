@@ -261,28 +261,31 @@ public:
 
     // ---- copies and sharing ----------------------------------------------------------------
 
-    /// Copies `source`'s data (or, with `copy_diff`, its diff only) into this blob, on the side
-    /// where the source is fresh: device to device when its head is on the device or synced.
-    /// \throws ShapeError when the shapes differ and `reshape` is false. On any exception the
-    /// blob keeps its shape and buffers (its whole state is restored).
+    /// Copies `source`'s `part` (its data unless told otherwise) into this blob's, on the side where
+    /// the source is fresh: device to device when its head is on the device or synced, the source
+    /// using another allocator or not. With `Reshape::allowed` the blob first takes the source's
+    /// shape (`reshape_like`). \throws ShapeError when the shapes differ and reshaping is refused.
+    /// On any exception the blob keeps its shape and buffers (its whole state is restored).
+    ///
+    ///     target.copy_from(source);                  // the data, shapes equal
+    ///     target.copy_from(source, Part::diff);      // the diff only
+    ///     target.copy_from(source, Reshape::allowed);
     template <SyncedAllocator A2>
-    void copy_from(const Blob<T, A2>& source, bool copy_diff = false, bool reshape = false) {
+    void copy_from(const Blob<T, A2>& source, Part part = Part::data, Reshape reshape = Reshape::refused) {
         if (static_cast<const void*>(&source) == static_cast<const void*>(this)) {
             return;
         }
-        if (source.shape() != layout_.shape || source.has_shape() != layout_.has_shape) {
-            if (!reshape) {
-                throw ShapeError("Blob::copy_from: source shape " + source.shape_string() + " differs from " +
-                                 this->shape_string() + " (pass reshape = true to adopt it)");
-            }
+        if ((source.shape() != layout_.shape || source.has_shape() != layout_.has_shape) &&
+            reshape == Reshape::refused) {
+            throw ShapeError("Blob::copy_from: source shape " + source.shape_string() + " differs from " +
+                             this->shape_string() + " (pass Reshape::allowed to reshape the target)");
         }
         State saved = state();  // the whole state, sharing the buffers
         try {
-            if (reshape) {
+            if (reshape == Reshape::allowed) {
                 reshape_like(source);
             }
             if (layout_.count != 0) {
-                const Part part = copy_diff ? Part::diff : Part::data;
                 this->held(part).buffer->copy_from(*source.buffer(part), this->used_bytes());
             }
         } catch (...) {
@@ -290,9 +293,14 @@ public:
             throw;
         }
     }
+    /// Copies `source`'s data, reshaping as `reshape` says.
+    template <SyncedAllocator A2>
+    void copy_from(const Blob<T, A2>& source, Reshape reshape) {
+        copy_from(source, Part::data, reshape);
+    }
 
-    /// Takes `staged`'s shape and its data and/or diff buffer (`take_data`, `take_diff`) in one step
-    /// that cannot fail: the commit of contents built aside, as every loader builds a file's
+    /// Takes `staged`'s shape and the buffers `taken` names (`{.data = true, .diff = true}`) in one
+    /// step that cannot fail: the commit of contents built aside, as every loader builds a file's
     /// contents before it touches the target, so that a failure leaves the target as it was. A
     /// buffer not taken is kept when the new count fits in it (reshape's rule: its contents stay)
     /// and replaced by `staged`'s otherwise. A taken buffer replaces the old one, so sharing of that
@@ -300,11 +308,11 @@ public:
     /// left without buffers.
     ///
     /// \throws StateError, before any change, when the layout is fixed (copy into such a blob instead).
-    void commit(Blob&& staged, bool take_data, bool take_diff) {
+    void commit(Blob&& staged, Parts taken) {
         if (fixed_by_ != nullptr) {
             refuse_layout_change("Blob::commit", "new buffers");
         }
-        this->take(staged.state(), Parts{.data = take_data, .diff = take_diff});
+        this->take(staged.state(), taken);
     }
 
     /// Makes data the same buffer as `other`'s (no copy; the buffer lives while either blob holds

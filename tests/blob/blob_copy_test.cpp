@@ -57,7 +57,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         BLOB_EQ((device_values<T, SimulatedDevice>(dst.device_data(), 6)), pattern<T>(6));
         BLOB_EQ(values(dst.host_data()), pattern<T>(6));
     }
-    {  // copy_diff: the diff only
+    {  // Part::diff: the diff only
         B src{4};
         write_pattern(src.mutable_host_diff(), 10);
         (void)src.mutable_device_diff();
@@ -66,7 +66,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         write_pattern(dst.mutable_host_data(), 30);
         dst.reset_stats();
         src.reset_stats();
-        dst.copy_from(src, true);
+        dst.copy_from(src, syncblob::Part::diff);
         BLOB_EQ(dst.diff_stats().device_to_device, 1);
         BLOB_EQ(dst.diff_stats().transfers(), 0);
         BLOB_EQ(src.diff_stats().transfers(), 0);
@@ -99,13 +99,13 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         B big{4, 4};
         write_pattern(big.mutable_host_data(), 5);
         (void)big.mutable_device_data();
-        dst.copy_from(big, false, true);
+        dst.copy_from(big, syncblob::Reshape::allowed);
         BLOB_EQ(dst.shape(), (Shape{4, 4}));
         BLOB_EQ(dst.capacity(), 16);
         BLOB_EQ(values(dst.host_data()), pattern<T>(16, 5));
         const B none;
         BLOB_THROWS(ShapeError, dst.copy_from(none), "(0)");
-        dst.copy_from(none, false, true);
+        dst.copy_from(none, syncblob::Reshape::allowed);
         BLOB_EQ(dst.has_shape(), false);
     }
     {  // from a HostOnly blob into a Simulated blob, and back
@@ -114,7 +114,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         write_pattern(host.mutable_host_diff(), 20);
         B sim{5};
         sim.copy_from(host);
-        sim.copy_from(host, true);
+        sim.copy_from(host, syncblob::Part::diff);
         BLOB_EQ(values(sim.host_data()), pattern<T>(5, 0));
         BLOB_EQ(values(sim.host_diff()), pattern<T>(5, 20));
         BLOB_EQ(sim.data_stats().device_allocations, 0);
@@ -123,7 +123,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         host.copy_from(sim);
         BLOB_EQ(values(host.host_data()), pattern<T>(5, 60));
         syncblob::Blob<T, syncblob::HostOnly> adopted;
-        adopted.copy_from(sim, false, true);
+        adopted.copy_from(sim, syncblob::Reshape::allowed);
         BLOB_EQ(adopted.shape_string(), "5 (5)");
         BLOB_EQ(values(adopted.host_data()), pattern<T>(5, 60));
     }
@@ -269,7 +269,7 @@ TEST_CASE("Blob keeps its whole state through a failed copy_from, and swap and m
     free_target.set_stream(stream);
     {  // a copy that reshapes first, then fails: the old shape, buffers and stream come back
         const SimulatedDevice::Scope failing({.fail_allocation = 1});
-        CHECK_THROWS_AS(free_target.copy_from(source, false, true), std::bad_alloc);
+        CHECK_THROWS_AS(free_target.copy_from(source, syncblob::Reshape::allowed), std::bad_alloc);
     }
     CHECK(free_target.shape_string() == "2 (2)");
     CHECK(free_target.stream() == stream);
