@@ -22,6 +22,7 @@
 #include "allocator.hpp"
 #include "detail/simulated_queue.hpp"
 #include "device_backend.hpp"
+#include "pinned_pool.hpp"
 #include "simulated_context.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -336,5 +337,15 @@ struct Simulated {
 };
 
 static_assert(SyncedAllocator<Simulated>);
+
+/// Pooled host memory (`PinnedPool` over `AlignedAllocator`) and a `SimulatedDevice`: how the pool
+/// and its reuse gating are tested.
+struct SimulatedPooled {
+    using host_allocator = PinnedPool<AlignedAllocator, SimulatedDevice>;
+    using device_backend = SimulatedDevice;
+};
+
+static_assert(SyncedAllocator<SimulatedPooled>);
+static_assert(StreamAwareHostAllocator<SimulatedPooled::host_allocator, SimulatedDevice>);
 
 SYNCBLOB_END_NAMESPACE
