@@ -182,24 +182,7 @@ public:
     /// StateError when any of the size() bytes at `data` lie in a block the buffer owns, host or
     /// device, at any offset: freeing it would leave the borrow dangling (nothing changes).
     void set_host_data(void* data, std::size_t bytes, Borrow borrow = {}) {
-        check_borrow("SyncedBuffer::set_host_data", data, bytes);
-        std::lock_guard lock(mutex_);
-        if (owns_unlocked(data, size_)) {  // freeing it would leave the borrow dangling
-            throw StateError("SyncedBuffer::set_host_data: cannot borrow memory of the buffer's own blocks");
-        }
-        wait_host_unlocked();
-        const bool registered = borrow.register_memory && register_host(data);  // throws: nothing changed
-        release_host();
-        host_ = data;
-        if (registered) {
-            host_holding_.registered = data;
-            host_holding_.unregister = &unregister_host;
-        }
-        host_read_only_ = borrow.read_only;
-        host_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
-        host_holding_.keep_alive = std::move(borrow.keep_alive);
-        publish(Head::at_host);
-        make_stale(Side::device);
+        Base::borrow("SyncedBuffer::set_host_data", Side::host, data, bytes, std::move(borrow));
     }
 
     /// Read-only borrow of host memory: never written; the first mutable access copies it first.
@@ -212,22 +195,7 @@ public:
     /// \throws ShapeError as set_host_data; StateError when the memory lies in a block the buffer
     /// owns, as set_host_data.
     void set_device_data(void* data, std::size_t bytes, Borrow borrow = {}) {
-        require_device("SyncedBuffer::set_device_data");
-        check_borrow("SyncedBuffer::set_device_data", data, bytes);
-        const int id = Device::device_of(data);  // the pointer's own device, not whichever is current
-        std::lock_guard lock(mutex_);
-        if (owns_unlocked(data, size_)) {
-            throw StateError("SyncedBuffer::set_device_data: cannot borrow memory of the buffer's own blocks");
-        }
-        wait_host_unlocked();
-        release_device();
-        device_ = data;
-        device_holding_.device = id;
-        device_read_only_ = borrow.read_only;
-        device_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
-        device_holding_.keep_alive = std::move(borrow.keep_alive);
-        publish(Head::at_device);
-        make_stale(Side::host);
+        Base::borrow("SyncedBuffer::set_device_data", Side::device, data, bytes, std::move(borrow));
     }
 
     /// Issues an H→D copy on `stream` and returns without waiting. at_host → synced; synced: nothing.
@@ -392,26 +360,10 @@ public:
     }
 
 private:
-    // Page-locks `data` (size_ bytes) for the backend; true when this call did it (so the buffer
-    // unregisters it), false when the backend has no registration or the memory already was.
-    bool register_host(void* data) const {
-        if constexpr (requires { Device::register_host(data, size_); }) {
-            return size_ != 0 && Device::register_host(data, size_);
-        } else {
-            return false;
-        }
-    }
-    static void unregister_host(void* data) noexcept {
-        if constexpr (requires { Device::unregister_host(data); }) {
-            Device::unregister_host(data);
-        }
-    }
-
     using Base = detail::BufferState<HostAlloc, Device>;
     friend Base;
-    // The engine's members and slow path (detail/buffer_state.hpp).
-    using Base::access, Base::check_borrow, Base::make_stale, Base::note_host_access, Base::owns_unlocked,
-        Base::publish, Base::release_device, Base::release_host, Base::require_device, Base::state_of,
+    // The engine: its slow path (detail/buffer_state.hpp) and members (detail/buffer_sides.hpp).
+    using Base::access, Base::owns_unlocked, Base::release_device, Base::release_host, Base::state_of,
         Base::wait_host_unlocked;
     using Base::device_, Base::device_holding_, Base::device_kernels_, Base::device_read_only_, Base::host_,
         Base::host_holding_, Base::host_kernels_, Base::host_read_only_, Base::mutex_, Base::pending_,

@@ -2,24 +2,21 @@
 #pragma once
 
 /// \file
-/// The engine under `SyncedBuffer`: its members, and the slow path that carries out the transitions
-/// of detail/transitions.hpp (allocating, copying between the sides, poisoning the stale side in
-/// checking mode, checking the device). `SyncedBuffer` adds the public surface and nothing else.
+/// The engine under `SyncedBuffer`: the slow path that carries out the transitions of
+/// detail/transitions.hpp for an access, an asynchronous copy (prefetch) and a borrow, over the
+/// members and side mechanics of detail/buffer_sides.hpp. `SyncedBuffer` adds the public surface
+/// and nothing else.
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../../core/error.hpp"
 #include "../device_backend.hpp"
 #include "../head.hpp"
-#include "../host_allocator.hpp"
-#include "../transfer_stats.hpp"
-#include "holding.hpp"
+#include "buffer_sides.hpp"
 #include "stream_order.hpp"
 #include "transitions.hpp"
 
@@ -27,32 +24,22 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// Members and slow path of `SyncedBuffer<HostAlloc, Device>` (its only user).
+/// The slow path of `SyncedBuffer<HostAlloc, Device>` (its only user), over its members.
 template <HostAllocator HostAlloc, DeviceBackend Device>
-class BufferState {
+class BufferState : protected BufferSides<HostAlloc, Device> {
+    using Base = BufferSides<HostAlloc, Device>;
+
 protected:
-    using stream_type = typename Device::stream_type;
+    using Base::check_borrow, Base::check_device_id, Base::count, Base::ensure, Base::head, Base::make_stale,
+        Base::note_host_access, Base::owns_unlocked, Base::publish, Base::pull, Base::push, Base::register_host,
+        Base::release_device, Base::release_host, Base::require_device, Base::side_ptr, Base::unregister_host,
+        Base::wait_host_unlocked;
+    using Base::device_, Base::device_holding_, Base::device_read_only_, Base::host_, Base::host_holding_,
+        Base::host_read_only_, Base::mutex_, Base::pending_, Base::size_, Base::stats_, Base::stream_;
+    using typename Base::Contents;
+    using typename Base::stream_type;
 
-    explicit BufferState(std::size_t bytes) noexcept : size_(bytes) {}
-    BufferState(const BufferState&) = delete;
-    BufferState& operator=(const BufferState&) = delete;
-    ~BufferState() = default;
-
-    static constexpr std::uint8_t head_mask = 0x3;
-    static constexpr std::uint8_t pending_bit = 0x4;
-    static constexpr std::uint8_t state_of(Head h) noexcept { return static_cast<std::uint8_t>(h); }
-
-    [[nodiscard]] Head head() const noexcept {
-        return static_cast<Head>(state_.load(std::memory_order_acquire) & head_mask);
-    }
-
-    /// What a side's new owned block holds from its byte `from` on (the bytes before it are about
-    /// to be overwritten by the caller).
-    enum class Contents : std::uint8_t {
-        unspecified,  ///< whatever the allocator returned (the caller writes it, or a copy fills it)
-        zeros,        ///< zero-filled: the first touch of a side
-        kept,         ///< the bytes of the read-only borrow the block replaces (copy on write)
-    };
+    explicit BufferState(std::size_t bytes) noexcept : Base(bytes) {}
 
     // The slow path of an access to a whole side (the accessors' calls stay as short as they were).
     SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const { return access(op, a, 0); }
@@ -146,216 +133,45 @@ protected:
         publish(next);
     }
 
-    // Tells a backend that checks the host's accesses (SimulatedDevice) that the host is about to
-    // read or write the host side through its pointer: queued device work that still uses that
-    // memory is then a race it reports.
-    SYNCBLOB_ALWAYS_INLINE void note_host_access(bool write, std::string_view who) const noexcept {
-        if constexpr (requires { Device::host_access(host_, size_, write, who.data()); }) {
-            if (host_ != nullptr) {
-                Device::host_access(host_, size_, write, who.data());
+    // set_host_data / set_device_data: side `side` becomes the size_ bytes at `data`, borrowed (never
+    // freed by the buffer); an owned block of that side is freed. Nothing changes when it throws.
+    void borrow(std::string_view op, Side side, void* data, std::size_t bytes, Borrow how) {
+        const bool to_host = side == Side::host;
+        int id = -1;
+        if (!to_host) {
+            require_device(op);
+        }
+        check_borrow(op, data, bytes);
+        if (!to_host) {
+            id = Device::device_of(data);  // the pointer's own device, not whichever is current
+        }
+        std::lock_guard lock(mutex_);
+        if (owns_unlocked(data, size_)) {  // freeing it would leave the borrow dangling
+            throw StateError(std::string(op) + ": cannot borrow memory of the buffer's own blocks");
+        }
+        wait_host_unlocked();
+        if (to_host) {
+            const bool registered = how.register_memory && register_host(data);  // throws: nothing changed
+            release_host();
+            host_ = data;
+            if (registered) {
+                host_holding_.registered = data;
+                host_holding_.unregister = &unregister_host;
             }
-        }
-    }
-
-    // The pointer of side `s`.
-    [[nodiscard]] void* side_ptr(Side s) const noexcept { return s == Side::host ? host_ : device_; }
-
-    // Byte `offset` of `p`.
-    [[nodiscard]] static void* at(void* p, std::size_t offset) noexcept { return static_cast<std::byte*>(p) + offset; }
-
-    // H→D of the bytes from `from` on into a writable device block (allocated if needed, without zero-fill).
-    void push(std::size_t from = 0) const {
-        ensure(Side::device, Contents::unspecified);
-        if (from < size_) {
-            Device::copy(at(device_, from), at(host_, from), size_ - from, CopyKind::host_to_device, stream_);
-            count(stats_.host_to_device, stats_.host_to_device_bytes, size_ - from);
-        }
-    }
-
-    // D→H of the bytes from `from` on into a writable host block (allocated if needed, without zero-fill).
-    void pull(std::string_view op, std::size_t from = 0) const {
-        check_device_id(op);
-        ensure(Side::host, Contents::unspecified);
-        if (from < size_) {
-            Device::copy(at(host_, from), at(device_, from), size_ - from, CopyKind::device_to_host, stream_);
-            count(stats_.device_to_host, stats_.device_to_host_bytes, size_ - from);
-        }
-    }
-
-    // Makes side `s` an owned, writable block: allocates when there is none or when it is a
-    // read-only borrow; the new block holds `contents` from byte `from` on.
-    void ensure(Side s, Contents contents, std::size_t from = 0) const {
-        s == Side::host ? ensure_host(contents, from) : ensure_device(contents, from);
-    }
-
-    void ensure_host(Contents contents, std::size_t from) const {
-        if (size_ == 0 || (host_ != nullptr && !host_read_only_)) {
-            return;
-        }
-        HostBlock block = HostAlloc::allocate(size_);
-        ++stats_.host_allocations;
-        if (host_ != nullptr && contents == Contents::kept) {
-            if (from < size_) {
-                note_host_access(false, "SyncedBuffer's copy on write of a read-only borrow");
-                std::memcpy(at(block.data, from), at(host_, from), size_ - from);
-                count(stats_.host_to_host, stats_.host_to_host_bytes, size_ - from);
-            }
-        } else if (contents == Contents::zeros && from < size_) {
-            std::memset(at(block.data, from), 0, size_ - from);
-        }
-        host_holding_.adopt(block);
-        host_ = block.data;
-        host_read_only_ = false;
-    }
-
-    void ensure_device(Contents contents, std::size_t from) const {
-        if (size_ == 0 || (device_ != nullptr && !device_read_only_)) {
-            return;
-        }
-        void* block = allocate_device_block();
-        try {
-            if (device_ != nullptr && contents == Contents::kept) {
-                if (from < size_) {
-                    Device::copy(at(block, from), at(device_, from), size_ - from, CopyKind::device_to_device, stream_);
-                    count(stats_.device_to_device, stats_.device_to_device_bytes, size_ - from);
-                }
-            } else if (contents == Contents::zeros && from < size_) {
-                Device::fill(at(block, from), 0, size_ - from, stream_);
-            }
-        } catch (...) {
-            if constexpr (StreamOrderedBackend<Device>) {  // the failed work was issued on stream_
-                Device::deallocate_async(block, size_, stream_);
-            } else {
-                Device::deallocate(block, size_);
-            }
-            throw;
-        }
-        ++stats_.device_allocations;
-        release_device();
-        device_ = block;
-        device_holding_.owned = true;
-        device_holding_.device = Device::current_device();
-    }
-
-    // A device block of size_ bytes: on the buffer's stream when the backend allocates in stream order.
-    void* allocate_device_block() const {
-        if constexpr (StreamOrderedBackend<Device>) {
-            return Device::allocate_async(size_, stream_);
+            host_read_only_ = how.read_only;
+            host_holding_.refuses_writes = how.read_only && how.refuse_writes;
+            host_holding_.keep_alive = std::move(how.keep_alive);
         } else {
-            return Device::allocate(size_);
+            release_device();
+            device_ = data;
+            device_holding_.device = id;
+            device_read_only_ = how.read_only;
+            device_holding_.refuses_writes = how.read_only && how.refuse_writes;
+            device_holding_.keep_alive = std::move(how.keep_alive);
         }
+        publish(to_host ? Head::at_host : Head::at_device);
+        make_stale(other_side(side));
     }
-
-    void release_host() const noexcept {
-        if (host_holding_.owned.data != nullptr) {  // freeing it writes it, as far as queued work can tell
-            note_host_access(true, "SyncedBuffer's release of its host block");
-        }
-        host_holding_.release();
-        host_ = nullptr;
-        host_read_only_ = false;
-    }
-
-    // Frees (or lets go of) the device side with its own device current: a stream-ordered free on
-    // the default stream, or the wait before a plain free, belongs to that device's stream.
-    void release_device() const noexcept {
-        try {
-            const DeviceGuard<Device> guard(device_ != nullptr ? device_holding_.device : -1);
-            device_holding_.release(device_, size_, stream_);
-        } catch (...) {  // its device cannot be made current: released from the current one
-            device_holding_.release(device_, size_, stream_);
-        }
-        device_ = nullptr;
-        device_read_only_ = false;
-    }
-
-    // In checking mode, overwrite the side that just became stale (owned memory only).
-    void make_stale(Side side) const {
-        if constexpr (Device::has_device) {
-            if (size_ == 0 || !Device::poisons_stale_side()) {
-                return;
-            }
-            if (side == Side::host && host_holding_.owned.data != nullptr) {
-                wait_host_unlocked();  // an issued copy may still read or write the host block
-                std::memset(host_, poison_byte_, size_);
-            } else if (side == Side::device && device_holding_.owned) {
-                Device::fill(device_, poison_byte_, size_, stream_);
-            }
-        }
-    }
-
-    void check_device_id(std::string_view op) const {
-        if constexpr (Device::has_device) {
-            if (device_ != nullptr) {
-                const int current = Device::current_device();
-                if (current != device_holding_.device) {
-                    throw DeviceError(std::string(op) + ": the device block lives on device " +
-                                      std::to_string(device_holding_.device) + " but device " +
-                                      std::to_string(current) + " is current");
-                }
-            }
-        }
-    }
-
-    static void require_device(std::string_view op) {
-        if constexpr (!Device::has_device) {
-            throw NoDeviceError(std::string(op) + ": this buffer is host-only (device backend " +
-                                std::string(Device::name) + ")");
-        }
-    }
-
-    // True when any of the `n` bytes at `p` lie in the host or device block the buffer owns.
-    bool owns_unlocked(const void* p, std::size_t n) const noexcept {
-        return host_holding_.owns(p, n, size_) || device_holding_.owns(p, n, device_, size_);
-    }
-
-    void check_borrow(std::string_view op, const void* data, std::size_t bytes) const {
-        if (bytes < size_) {
-            throw ShapeError(std::string(op) + ": borrowed " + std::to_string(bytes) + " bytes, the buffer holds " +
-                             std::to_string(size_));
-        }
-        if (data == nullptr && size_ != 0) {
-            throw ShapeError(std::string(op) + ": null pointer for a buffer of " + std::to_string(size_) + " bytes");
-        }
-    }
-
-    // Counts a copy of `n` bytes (the whole buffer unless said otherwise).
-    void count(std::uint64_t& copies, std::uint64_t& bytes) const noexcept { count(copies, bytes, size_); }
-    static void count(std::uint64_t& copies, std::uint64_t& bytes, std::size_t n) noexcept {
-        ++copies;
-        bytes += n;
-    }
-
-    // The host blocks until a pending asynchronous copy has finished.
-    void wait_host_unlocked() const {
-        if (pending_.wait_host()) {
-            publish(head());
-        }
-    }
-
-    // Stores the head (and the pending bit) with release order, after every other member is written.
-    void publish(Head h) const noexcept {
-        const auto pending = static_cast<std::uint8_t>(pending_.any() ? pending_bit : 0);
-        state_.store(static_cast<std::uint8_t>(state_of(h) | pending), std::memory_order_release);
-    }
-
-    // What a steady-state access and a math call touch, together in the first 40 bytes (one cache
-    // line, or two when the object starts late in one).
-    mutable std::atomic<std::uint8_t> state_{state_of(Head::uninitialized)};
-    mutable bool host_read_only_ = false;
-    mutable bool device_read_only_ = false;
-    mutable void* host_ = nullptr;
-    mutable void* device_ = nullptr;
-    mutable std::atomic<std::uint64_t> host_kernels_{0};
-    mutable std::atomic<std::uint64_t> device_kernels_{0};
-    // The rest.
-    std::size_t size_;
-    mutable HostHolding<HostAlloc> host_holding_;
-    mutable DeviceHolding<Device> device_holding_;
-    mutable std::mutex mutex_;
-    mutable PendingCopy<Device> pending_;
-    stream_type stream_ = Device::default_stream();
-    mutable TransferStats stats_{};  // kernel counts live in host_kernels_ and device_kernels_
-    unsigned char poison_byte_ = 0xFF;
 };
 
 }  // namespace detail
