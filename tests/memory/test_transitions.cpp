@@ -6,13 +6,14 @@
 #include <catch2/catch.hpp>
 
 #include <array>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+
+#include "files.hpp"
 
 namespace {
 
@@ -71,13 +72,6 @@ void run(Buffer& b, Access a) {
     }
 }
 
-std::string file_text(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 std::vector<std::string> cells_of(const std::string& row) {
     std::vector<std::string> cells;
     std::stringstream ss(row);
@@ -124,7 +118,7 @@ TEST_CASE("every access from every head does what the transition table says", "[
 }
 
 TEST_CASE("the table in docs/guide.md is the table SyncedBuffer follows", "[memory][transitions]") {
-    const std::string guide = file_text(SYNCBLOB_GUIDE);
+    const std::string guide = test::slurp(SYNCBLOB_GUIDE);
     REQUIRE_FALSE(guide.empty());
 
     const std::array<std::pair<const char*, Access>, 6> rows{
