@@ -206,6 +206,30 @@ TEMPLATE_TEST_CASE("mpi: a mean is the ranks' sum in some order divided once, wi
     CHECK(same_on_every_rank(arena, MPI_COMM_WORLD));
 }
 
+TEST_CASE("mpi: the bucketed form's mean is its sum divided by the number of ranks, bit for bit", "[mpi][mean]") {
+    const int ranks = size_of(MPI_COMM_WORLD);
+    ParameterArena<float> summed;
+    ParameterArena<float> averaged;
+    build(summed);
+    build(averaged);
+    fill(summed, MPI_COMM_WORLD);
+    fill(averaged, MPI_COMM_WORLD);
+    const mpi::Options options{.piece_bytes = 1000};
+    mpi::iallreduce_diff(summed, MPI_COMM_WORLD, Reduce::sum, 4096, options).wait();
+    mpi::iallreduce_diff(averaged, MPI_COMM_WORLD, Reduce::mean, 4096, options).wait();
+    std::size_t differ = 0;
+    for (std::size_t b = 0; b < summed.size(); ++b) {
+        const auto sum = summed[b].host_diff();
+        const auto mean = averaged[b].host_diff();
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+            if (!same_bits(sum[i] / static_cast<float>(ranks), mean[i])) {
+                ++differ;
+            }
+        }
+    }
+    CHECK(differ == 0);
+}
+
 TEST_CASE("mpi: the ring all-reduce's messages never match the caller's receives on the same communicator",
           "[mpi][mean]") {
     OwnComm own;

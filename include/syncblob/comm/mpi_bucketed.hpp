@@ -32,10 +32,6 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace mpi {
 
-/// Pieces of a ring all-reduce (`Options::piece_bytes` each) in flight at a time, in the bucketed
-/// all-reduce and in a mean: chosen from measurement (docs/scaling-out.md).
-inline constexpr std::size_t ring_pieces_in_flight = 4;
-
 /// A bucketed, non-blocking all-reduce of an arena's diff: the buckets (`ParameterArena::buckets`,
 /// in reverse order of addition) start in bucket order, each as soon as every blob in it is `ready`,
 /// so the last layers' gradients travel while backward still computes the first ones. Do not touch

@@ -39,6 +39,10 @@ struct Options {
     std::optional<std::chrono::milliseconds> timeout{};
 };
 
+/// Pieces of the ring all-reduce (`Options::piece_bytes` each) in flight at a time, in a mean and in
+/// the bucketed all-reduce: chosen from measurement (docs/scaling-out.md).
+inline constexpr std::size_t ring_pieces_in_flight = 4;
+
 /// Operations of this process given up on at a timeout that MPI has not completed yet (it
 /// completes them if the missing ranks join later; until then syncblob keeps the memory they use).
 /// Tests each of them first, letting MPI progress.
