@@ -46,6 +46,29 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace mpi {
 
+namespace detail {
+
+// One MPI_Allreduce (with a deadline: MPI_Iallreduce, waited for until it passes) per piece of
+// [p, p + n), each split again at `max_count`; returns the number of calls.
+template <MpiElement T, class Keep>
+std::uint64_t sum_in_pieces(T* p, std::size_t n, std::size_t piece, MPI_Comm comm, const Deadline& deadline,
+                            std::string_view op, Keep keep) {
+    std::uint64_t calls = 0;
+    for (std::size_t first = 0; first < n; first += piece) {
+        calls += in_pieces(std::min(piece, n - first), [&](std::size_t offset, int count) {
+            T* q = p + first + offset;
+            collective(
+                deadline, comm, op, "MPI_Allreduce", "MPI_Iallreduce", "the all-reduce",
+                [&] { return MPI_Allreduce(MPI_IN_PLACE, q, count, datatype<T>(), MPI_SUM, comm); },
+                [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, q, count, datatype<T>(), MPI_SUM, comm, r); },
+                keep);
+        });
+    }
+    return calls;
+}
+
+}  // namespace detail
+
 /// All-reduces the diff of every blob of `arena` across `comm`, in place, on every rank: the sum,
 /// or the mean (the sum divided by the number of ranks, rounded once: see the file comment). A
 /// collective call: every rank of `comm` calls it with an arena of the same layout and the same
@@ -96,18 +119,7 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
         stats.calls = ring.add(p, n);
         ring.wait(comm, deadline, "the all-reduce", keep);
     } else {
-        for (std::size_t first = 0; first < n; first += piece) {
-            stats.calls += detail::in_pieces(std::min(piece, n - first), [&](std::size_t offset, int count) {
-                T* q = p + first + offset;
-                detail::collective(
-                    deadline, comm, op, "MPI_Allreduce", "MPI_Iallreduce", "the all-reduce",
-                    [&] { return MPI_Allreduce(MPI_IN_PLACE, q, count, detail::datatype<T>(), MPI_SUM, comm); },
-                    [&](MPI_Request* r) {
-                        return MPI_Iallreduce(MPI_IN_PLACE, q, count, detail::datatype<T>(), MPI_SUM, comm, r);
-                    },
-                    keep);
-            });
-        }
+        stats.calls = detail::sum_in_pieces(p, n, piece, comm, deadline, op, keep);
     }
     if (!staged.empty()) {
         detail::push_back_to_device(view->buffers(), staged);
