@@ -493,3 +493,22 @@ TEST_CASE("a BlobProtoVector cut short at a blob boundary is caught by an expect
     write_bytes(dir.path() / "v.pb", first);
     CHECK_THROWS_AS(io::load_blob_proto_vector<float>(dir.path() / "v.pb", {}, std::size_t{2}), FormatError);
 }
+
+// Issue 34, case 8. Before: double_data beyond float's range became infinity in a float blob.
+TEST_CASE("a converting BlobProto load refuses a double a float blob cannot hold", "[io][caffe][convert]") {
+    using namespace std::string_literals;
+    const double big = 1e300;
+    std::string value(8, '\0');
+    std::memcpy(value.data(), &big, 8);
+    // double_data [0, 1e300] (packed), shape (2)
+    const std::string message = "\x42\x10"s + std::string(8, '\0') + value + "\x3a\x03\x0a\x01\x02"s;
+    Blob<float> f{1};
+    f.fill(4.0f);
+    io::LoadOptions convert;
+    convert.convert = true;
+    CHECK_THAT(
+        test::message_of<FormatError>([&] { io::parse_blob_proto(message, f, convert, "big.pb"); }),
+        Contains("big.pb") && Contains("BlobProto.double_data (field 8)") && Contains("1e+300") && Contains("F32"));
+    CHECK(f.shape() == Shape{1});
+    CHECK(values(f) == std::vector<float>{4});
+}

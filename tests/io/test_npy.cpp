@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <syncblob/arena.hpp>
 #include <syncblob/io/npy.hpp>
@@ -154,7 +155,11 @@ TEST_CASE("npy conversion is explicit", "[io][npy]") {
     Blob<std::int8_t> blob;
     CHECK_THAT(test::message_of<FormatError>([&] { io::load_npy(as_bytes(file), "f.npy", blob); }),
                Contains("f.npy: descr: the file holds F32, the blob I8 (set LoadOptions::convert to convert)"));
-    io::load_npy(as_bytes(file), "f.npy", blob, io::LoadOptions{.convert = true});
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { io::load_npy(as_bytes(file), "f.npy", blob, io::LoadOptions{.convert = true}); }),
+               Contains("f.npy: data at byte 128, element 0: value 1.5 (F32) is not a whole number, which I8 needs"));
+    CHECK_FALSE(blob.has_shape());
+    io::load_npy(as_bytes(file), "f.npy", blob, io::LoadOptions{.convert = true, .saturate = true});
     REQUIRE(blob.count() == 3);
     CHECK(blob.host_data()[0] == 1);
     CHECK(blob.host_data()[1] == -2);
@@ -338,4 +343,38 @@ TEST_CASE("npy shape with a zero extent is still checked as a whole: a FormatErr
                Contains("z.npy: header byte"));
     CHECK(blob.shape() == Shape{2});
     CHECK(blob.host_data()[1] == 5.0f);
+}
+
+// Issue 34, case 8. Before: a converting load wrapped integers (I64 -1 became U8 255, INT64_MIN
+// became I32 0) and turned 1e300 into infinity in half, without a word.
+TEST_CASE("a converting npy load refuses a value the blob cannot hold, naming it", "[io][npy][convert]") {
+    const auto i64 = [](std::initializer_list<std::int64_t> v) {
+        std::string s(v.size() * 8, '\0');
+        std::memcpy(s.data(), std::data(v), s.size());
+        return npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }", s);
+    };
+    const io::LoadOptions convert{.convert = true};
+    Blob<std::uint8_t> u{1};
+    u.fill(9);
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::load_npy(as_bytes(i64({3, -1})), "i.npy", u, convert);
+               }),
+               Contains("i.npy: data at byte 128, element 1") && Contains("-1") && Contains("U8"));
+    CHECK(u.shape() == Shape{1});
+    CHECK(u.host_data()[0] == 9);
+    Blob<std::int32_t> i;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::load_npy(as_bytes(i64({std::numeric_limits<std::int64_t>::min()})), "i.npy", i, convert);
+               }),
+               Contains("element 0") && Contains("-9223372036854775808") && Contains("I32"));
+    CHECK_FALSE(i.has_shape());
+    const double big = 1e300;
+    std::string f8(8, '\0');
+    std::memcpy(f8.data(), &big, 8);
+    Blob<half> h;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::load_npy(as_bytes(npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", f8)),
+                                "d.npy", h, convert);
+               }),
+               Contains("element 0") && Contains("1e+300") && Contains("F16"));
 }

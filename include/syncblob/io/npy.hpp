@@ -92,7 +92,7 @@ void load(const Source& source, Blob<T, A>& blob, const LoadOptions& options, Pa
     syncblob::detail::StagedLoad<T, A> stage(blob, shape);
     const auto dst = part == Part::data ? stage.data() : stage.diff();
     syncblob::detail::read_elements(source, h.data_offset, h.dtype, h.big_endian, dst.size(), dst.data(),
-                                    "data at byte " + std::to_string(h.data_offset));
+                                    "data at byte " + std::to_string(h.data_offset), convert_rule(options));
     stage.commit(blob);
 }
 

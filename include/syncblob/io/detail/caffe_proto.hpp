@@ -19,6 +19,7 @@
 #include "../../blob.hpp"
 #include "../file.hpp"
 #include "convert.hpp"
+#include "convert_message.hpp"
 #include "protobuf.hpp"
 #include "staged_load.hpp"
 
@@ -184,6 +185,7 @@ struct BlobPlan {
     std::uint32_t data_field = 0;
     std::uint32_t diff_field = 0;  // 0: the message has no diff
     std::uint64_t bytes = 0;       // what the blob's buffers take
+    ConvertRule rule = ConvertRule::exact;
 };
 
 template <class T>
@@ -221,12 +223,16 @@ BlobPlan plan_blob(const BlobScan& scan, const io::LoadOptions& options, std::st
     plan.diff_field =
         pick(is_double ? field_double_diff : field_diff, is_double ? field_diff : field_double_diff, false);
     plan.bytes = count * sizeof(T) * (plan.diff_field != 0 ? 2 : 1);
+    plan.rule = io::convert_rule(options);
     return plan;
 }
 
-/// Copies the values of repeated field `number` of a (validated) BlobProto into `dst`.
+/// Copies the values of repeated field `number` of a (validated) BlobProto into `dst`, converting
+/// by `rule`. \throws FormatError naming the field, the value's index and the value for the first
+/// value `ConvertRule::exact` refuses.
 template <class T>
-void read_values(std::string_view bytes, std::size_t base, std::string_view source, std::uint32_t number, T* dst) {
+void read_values(std::string_view bytes, std::size_t base, std::string_view source, std::uint32_t number, T* dst,
+                 ConvertRule rule) {
     const bool file_double = number >= field_double_data;
     const Dtype from = file_double ? Dtype::F64 : Dtype::F32;
     const std::size_t size = file_double ? 8 : 4;
@@ -234,6 +240,14 @@ void read_values(std::string_view bytes, std::size_t base, std::string_view sour
     pb::Reader r(bytes, base, source, "BlobProto", blob_field_name);
     pb::Field f;
     std::size_t at = 0;
+    const auto convert = [&](const void* src, std::size_t n, std::size_t offset) {
+        const std::size_t bad = convert_elements(from, src, n, dst + at, rule);
+        if (bad != n) {
+            r.fail_at(offset, r.field_name(number) + " value " + std::to_string(at + bad),
+                      conversion_problem_at<T>(from, static_cast<const char*>(src) + bad * size));
+        }
+        at += n;
+    };
     while (r.next(f)) {
         if (f.number != number) {
             continue;
@@ -242,17 +256,16 @@ void read_values(std::string_view bytes, std::size_t base, std::string_view sour
             const std::size_t n = f.bytes.size() / size;
             if (same && std::endian::native == std::endian::little) {
                 std::memcpy(dst + at, f.bytes.data(), f.bytes.size());
+                at += n;
             } else {
-                convert_elements(from, f.bytes.data(), n, dst + at);
+                convert(f.bytes.data(), n, f.offset);
             }
-            at += n;
         } else {
             unsigned char le[8];
             for (std::size_t i = 0; i < size; ++i) {
                 le[i] = static_cast<unsigned char>(f.value >> (8 * i));
             }
-            convert_elements(from, le, 1, dst + at);
-            ++at;
+            convert(le, 1, f.offset);
         }
     }
 }
@@ -265,12 +278,12 @@ void apply_blob(Blob<T, A>& blob, const BlobScan& scan, const BlobPlan& plan, st
     StagedLoad<T, A> stage(blob, scan.shape);
     const auto data = stage.data();
     if (!data.empty()) {
-        read_values(bytes, scan.offset, source, plan.data_field, data.data());
+        read_values(bytes, scan.offset, source, plan.data_field, data.data(), plan.rule);
     }
     if (plan.diff_field != 0) {
         const auto diff = stage.diff();
         if (!diff.empty()) {
-            read_values(bytes, scan.offset, source, plan.diff_field, diff.data());
+            read_values(bytes, scan.offset, source, plan.diff_field, diff.data(), plan.rule);
         }
     }
     stage.commit(blob);
