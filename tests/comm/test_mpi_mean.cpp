@@ -20,23 +20,14 @@
 
 #include <syncblob/comm/mpi.hpp>
 
+#include "mpi_test_support.hpp"
+
 using syncblob::ParameterArena;
 using syncblob::Reduce;
 namespace mpi = syncblob::mpi;
 using namespace std::chrono_literals;
 
 namespace {
-
-int rank_in(MPI_Comm comm) {
-    int r = 0;
-    MPI_Comm_rank(comm, &r);
-    return r;
-}
-int size_of(MPI_Comm comm) {
-    int n = 0;
-    MPI_Comm_size(comm, &n);
-    return n;
-}
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64
     x += 0x9E3779B97F4A7C15ull;
@@ -155,14 +146,6 @@ bool same_on_every_rank(ParameterArena<T>& arena, MPI_Comm comm) {
     MPI_Allreduce(&h, &high, 1, MPI_UINT64_T, MPI_MAX, comm);
     return low == high;
 }
-
-struct OwnComm {
-    MPI_Comm comm = MPI_COMM_NULL;
-    OwnComm() { MPI_Comm_dup(MPI_COMM_WORLD, &comm); }
-    ~OwnComm() { MPI_Comm_free(&comm); }
-    OwnComm(const OwnComm&) = delete;
-    OwnComm& operator=(const OwnComm&) = delete;
-};
 
 }  // namespace
 
