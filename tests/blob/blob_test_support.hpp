@@ -160,6 +160,12 @@ constexpr std::string_view expected_dtype() {
         return "U32";
     } else if constexpr (std::is_same_v<T, std::uint64_t>) {
         return "U64";
+    } else if constexpr (std::is_same_v<T, syncblob::float8_e4m3fn>) {
+        return "F8_E4M3";
+    } else if constexpr (std::is_same_v<T, syncblob::float8_e5m2>) {
+        return "F8_E5M2";
+    } else if constexpr (std::is_same_v<T, syncblob::float8_e8m0fnu>) {
+        return "F8_E8M0";
     } else {
         return "BOOL";
     }
