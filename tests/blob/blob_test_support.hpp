@@ -171,6 +171,21 @@ constexpr std::string_view expected_dtype() {
     }
 }
 
+/// What a first access reads, as a double: the value of the all-zero bit pattern the buffer is
+/// filled with (0 and false; 2^-127 for float8_e8m0fnu, which has no zero).
+template <class T>
+double zero_fill_value() {
+    T v{};
+    std::memset(static_cast<void*>(&v), 0, sizeof v);
+    return to_double(v);
+}
+
+/// `n` elements as a first access reads them.
+template <class T>
+std::vector<double> zeros(std::int64_t n) {
+    return std::vector<double>(static_cast<std::size_t>(n), zero_fill_value<T>());
+}
+
 /// Stats with every counter zero.
 inline bool no_activity(const syncblob::TransferStats& s) {
     return s == syncblob::TransferStats{};

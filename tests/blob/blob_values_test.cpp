@@ -37,7 +37,7 @@ TEMPLATE_LIST_TEST_CASE("Blob fill and fill_diff", "[blob]", ZipCases) {
     B b{3, 2};
     b.fill(make<T>(5));
     BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
-    BLOB_EQ(values(b.host_diff()), std::vector<double>(6, 0.0));
+    BLOB_EQ(values(b.host_diff()), zeros<T>(6));
     b.fill_diff(make<T>(2));
     BLOB_EQ(values(b.host_diff()), constant(6, make<T>(2)));
     BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
