@@ -22,6 +22,7 @@
 
 #include "../../core/config.hpp"
 #include "simulated_ops.hpp"
+#include "simulated_timeline.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -82,6 +83,9 @@ public:
             check_races(op);
             check_freed(op);
         }
+        if (Timeline* t = Timeline::active()) {  // optional virtual clock (simulated_timeline.hpp)
+            t->issued(op);
+        }
         s.queue.push_back(std::move(op));
         return s.issued;
     }
@@ -137,6 +141,9 @@ public:
             return;
         }
         run_until(p.stream, p.sequence);
+        if (Timeline* t = Timeline::active()) {
+            t->host_waited(p);
+        }
         merge(host_clock_, p.clock);
         prune();
     }
@@ -183,6 +190,9 @@ public:
         }
         for (const auto& [id, s] : streams_) {
             merge(host_clock_, s.clock);
+        }
+        if (Timeline* t = Timeline::active()) {
+            t->synchronized();
         }
         prune();
     }
