@@ -7,6 +7,7 @@
 /// virtual clock of the simulated device (simulated_timeline.hpp), to which it reports its reads.
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -109,9 +110,17 @@ void read_image(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, st
         if (zero_gaps && piece.staging > at) {
             std::memset(image + at, 0, piece.staging - at);
         }
-        ckpt.read_elements<T>(ckpt.tensors()[piece.tensor], piece.first, piece.count,
-                              reinterpret_cast<T*>(image + piece.staging), rule);
-        at = piece.staging + static_cast<std::size_t>(piece.count) * sizeof(T);
+        const io::CheckpointTensor& t = ckpt.tensors()[piece.tensor];
+        const std::size_t bytes = static_cast<std::size_t>(piece.count) * sizeof(T);
+        // The file's bytes are T's as they are (no byte swap, no bool to normalise): one plain read,
+        // which, unlike read_elements, does not advise huge pages on memory the arena already touched.
+        constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
+        if (as_is && t.dtype == dtype_of<T>) {
+            ckpt.read_bytes(t, piece.first * sizeof(T), image + piece.staging, bytes);
+        } else {
+            ckpt.read_elements<T>(t, piece.first, piece.count, reinterpret_cast<T*>(image + piece.staging), rule);
+        }
+        at = piece.staging + bytes;
     }
 }
 
