@@ -171,7 +171,8 @@ TEST_CASE("Blob<bool> under SimulatedDevice checking mode keeps valid bools on t
     CHECK(seen == std::vector<unsigned>(32, 0xFFu));
 }
 
-TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but never leave an invalid tail", "[blob]") {
+TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but never leave an invalid tail",
+          "[blob][overwrite]") {
     SECTION("device data: no host-to-device copy for bytes about to be overwritten") {
         Blob<float, syncblob::Simulated> b{4};
         b.fill(1.0f);
@@ -219,6 +220,22 @@ TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but nev
         unsigned char tail = 1;
         std::memcpy(&tail, &d.host_data()[7], 1);
         CHECK(tail == 0);
+    }
+    SECTION("capacity past count, device-fresh: only the tail past count() is copied to the host") {
+        Blob<float, syncblob::Simulated> b{8};
+        b.fill(1.0f);
+        (void)b.mutable_device_data();
+        b.reshape({2});
+        b.reset_stats();
+        auto host = b.mutable_host_data_for_overwrite();
+        CHECK(b.data_head() == Head::at_host);
+        CHECK(b.data_stats().device_to_host == 1);
+        CHECK(b.data_stats().device_to_host_bytes == 6 * sizeof(float));  // the tail, not the 2 overwritten
+        host[0] = 5.0f;
+        host[1] = 6.0f;
+        b.reshape({8});
+        CHECK(std::vector<float>(b.host_data().begin(), b.host_data().end()) ==
+              std::vector<float>{5.0f, 6.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f});
     }
     SECTION("a host-only blob has no device side") {
         Blob<float> b{4};

@@ -33,23 +33,17 @@
 #include <thread>
 #include <vector>
 
+#include "files.hpp"
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
 
+using test::slurp;
+using test::spit;
+
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const fs::path& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-}
 
 std::size_t entries(const fs::path& folder) {
     return static_cast<std::size_t>(std::distance(fs::directory_iterator(folder), fs::directory_iterator()));

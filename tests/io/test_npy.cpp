@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "blob_file_values.hpp"
+#include "files.hpp"
 #include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
@@ -23,16 +24,10 @@ namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
 
+using test::as_bytes;
+using test::slurp;
+
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::span<const std::byte> as_bytes(const std::string& s) {
-    return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 // A .npy file from a header dict (padded as NumPy pads it) and raw data bytes.
 std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {

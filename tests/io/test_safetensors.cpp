@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "blob_file_values.hpp"
+#include "files.hpp"
 #include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
@@ -22,21 +23,11 @@ namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
 
+using test::as_bytes;
+using test::slurp;
+using test::spit;
+
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const fs::path& p, const std::string& bytes) {
-    std::ofstream out(p, std::ios::binary);
-    out << bytes;
-}
-
-std::span<const std::byte> as_bytes(const std::string& s) {
-    return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 // A file from a header text (not padded: the reader must not care) and data bytes.
 std::string st_bytes(const std::string& header, const std::string& data) {

@@ -22,22 +22,12 @@
 #include "ordering_support.hpp"
 
 using namespace syncblob_test;
-using syncblob::SimulatedAsyncDevice;
 namespace ckpt = syncblob::checkpoint;
 
 namespace {
 
 using PlainArena = ckpt::CheckpointArena<float, syncblob::Simulated>;
 using OrderedArena = ckpt::CheckpointArena<float, syncblob::SimulatedAsync>;
-
-// Ends a seed: everything run, no fault, the stream-ordered pool emptied.
-void finish() {
-    SimulatedDevice::synchronize();
-    SimulatedAsyncDevice::empty_cache();
-    const auto faults = SimulatedDevice::faults();
-    INFO(joined(faults));
-    CHECK(faults.empty());
-}
 
 // Many chunks of a few small tensors each.
 ckpt::LoadOptions small_chunks(unsigned threads = 1, unsigned blocks = 2) {

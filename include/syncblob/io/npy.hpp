@@ -30,8 +30,8 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace io {
 
-/// Which of a blob's two buffers a `.npy` file holds.
-enum class Part : std::uint8_t { data, diff };
+/// Which of a blob's two buffers a `.npy` file holds: syncblob's own `Part` (blob/options.hpp).
+using syncblob::Part;
 
 namespace detail_npy {
 
