@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <span>
@@ -108,8 +109,11 @@ public:
         return out + json;
     }
 
-    /// Writes the file atomically (see `save_atomic`). \throws IOError, FormatError
-    void save(const std::filesystem::path& file, const SaveOptions& options = {}) {
+    /// Writes the file atomically (see `save_atomic`). `progress`, when given, is called after each
+    /// tensor's bytes are written with (bytes written so far, bytes of the whole file).
+    /// \throws IOError, FormatError, and what `progress` throws (the file is then not written).
+    void save(const std::filesystem::path& file, const SaveOptions& options = {},
+              const std::function<void(std::uint64_t, std::uint64_t)>& progress = {}) {
         const std::string head = header();
         std::uint64_t total = head.size();
         for (const auto& p : entries_) {
@@ -120,6 +124,9 @@ public:
             w.write(head.data(), head.size());
             for (const auto& p : entries_) {
                 w.write(p.bytes.data(), p.bytes.size());
+                if (progress) {
+                    progress(w.bytes_written(), total);
+                }
             }
         });
     }

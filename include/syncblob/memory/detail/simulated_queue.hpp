@@ -23,6 +23,7 @@
 #include "../../core/config.hpp"
 #include "simulated_ops.hpp"
 #include "simulated_races.hpp"
+#include "simulated_timeline.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -85,6 +86,9 @@ public:
             }
             check_freed(op);
         }
+        if (Timeline* t = Timeline::active()) {  // optional virtual clock (simulated_timeline.hpp)
+            t->issued(op);
+        }
         s.queue.push_back(std::move(op));
         return s.issued;
     }
@@ -140,6 +144,9 @@ public:
             return;
         }
         run_until(p.stream, p.sequence);
+        if (Timeline* t = Timeline::active()) {
+            t->host_waited(p);
+        }
         merge(host_clock_, p.clock);
         races_.prune(host_clock_);
     }
@@ -186,6 +193,9 @@ public:
         }
         for (const auto& [id, s] : streams_) {
             merge(host_clock_, s.clock);
+        }
+        if (Timeline* t = Timeline::active()) {
+            t->synchronized();
         }
         races_.prune(host_clock_);
     }
