@@ -154,15 +154,15 @@ struct CountingHandler {
     void end_object() { ++events; }
     void end_array() { ++events; }
     void key(std::string_view, std::uint64_t) { ++events; }
-    void scalar(const detail::json_stream::Scalar&) { ++events; }
+    void scalar(const io::detail::json_stream::Scalar&) { ++events; }
 };
 
 void BM_json_reader(benchmark::State& state) {
     const std::string& text = cached_object(static_cast<std::size_t>(state.range(0)));
     for (auto _ : state) {
         CountingHandler h;
-        detail::json_stream::TextInput in(text);
-        detail::json_stream::read_json(in, h, {}, "bench");
+        io::detail::json_stream::TextInput in(text);
+        io::detail::json_stream::read_json(in, h, {}, "bench");
         benchmark::DoNotOptimize(h.events);
     }
     per_entry(state, state.range(0));

@@ -186,7 +186,7 @@ void npy_rows(const fs::path& dir, std::uint64_t size) {
     const fs::path file = dir / "big.npy";
     const std::uint64_t n = size / 4;
     std::string header =
-        syncblob::detail::npy_header_bytes(Dtype::F32, std::vector<std::int64_t>{static_cast<std::int64_t>(n)});
+        syncblob::io::detail::npy_header_bytes(Dtype::F32, std::vector<std::int64_t>{static_cast<std::int64_t>(n)});
     const std::string block(mib, '\0');
     write_file(
         file, header, [&](std::uint64_t i) { return i < size / mib ? block : std::string(); }, "");
@@ -199,7 +199,7 @@ void npy_rows(const fs::path& dir, std::uint64_t size) {
         io::load_npy(file, b, io::LoadOptions{.convert = true});
     });
     fs::remove(file);
-    header = syncblob::detail::npy_header_bytes(Dtype::F32, std::vector<std::int64_t>{std::int64_t{1} << 40});
+    header = syncblob::io::detail::npy_header_bytes(Dtype::F32, std::vector<std::int64_t>{std::int64_t{1} << 40});
     write_file(
         file, header, [&](std::uint64_t i) { return i < size / mib ? block : std::string(); }, "");
     row("load_npy", "hostile: shape of 4 TB, cut short", fs::file_size(file), 0, [&] {

@@ -160,7 +160,7 @@ TEMPLATE_LIST_TEST_CASE("Blob share_data and share_diff", "[blob]", ZipCases) {
         write_pattern(a.mutable_host_data(), 9);
         BLOB_EQ(values(b.host_data()), pattern<T>(4, 9));
         write_pattern(a.mutable_host_diff(), 1);
-        BLOB_EQ(values(b.host_diff()), std::vector<double>(4, 0.0));
+        BLOB_EQ(values(b.host_diff()), zeros<T>(4));
         a.share_diff(b);
         write_pattern(b.mutable_host_diff(), 2);
         BLOB_EQ(values(a.host_diff()), pattern<T>(4, 2));

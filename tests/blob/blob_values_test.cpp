@@ -37,7 +37,7 @@ TEMPLATE_LIST_TEST_CASE("Blob fill and fill_diff", "[blob]", ZipCases) {
     B b{3, 2};
     b.fill(make<T>(5));
     BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
-    BLOB_EQ(values(b.host_diff()), std::vector<double>(6, 0.0));
+    BLOB_EQ(values(b.host_diff()), zeros<T>(6));
     b.fill_diff(make<T>(2));
     BLOB_EQ(values(b.host_diff()), constant(6, make<T>(2)));
     BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
@@ -61,6 +61,13 @@ TEMPLATE_LIST_TEST_CASE("Blob operator<< prints the shape and the values of smal
     write_pattern(b.mutable_host_data(), 0);
     if constexpr (std::is_same_v<T, bool>) {
         BLOB_EQ(printed(b), "Blob<BOOL>(2 3 (6)) [false, true, true, false, true, true]");
+    } else if constexpr (sizeof(T) == 1 && std::is_class_v<T>) {  // an 8-bit float: make<T> gives its first patterns
+        std::ostringstream want;
+        want << "Blob<" << name << ">(2 3 (6)) [";
+        for (int i = 0; i < 6; ++i) {
+            want << (i == 0 ? "" : ", ") << static_cast<float>(make<T>(i));
+        }
+        BLOB_EQ(printed(b), want.str() + "]");
     } else {
         BLOB_EQ(printed(b), "Blob<" + name + ">(2 3 (6)) [1, 2, 3, 4, 5, 6]");
     }
@@ -92,6 +99,13 @@ TEST_CASE("Blob operator<< prints 8-bit integers as numbers, bool as words, 16-b
     Blob<syncblob::bfloat16> bf{1};
     bf.fill(syncblob::bfloat16(-2.25f));
     CHECK(printed(bf) == "Blob<BF16>(1 (1)) [-2.25]");
+    Blob<syncblob::float8_e4m3fn> e4m3{2};
+    e4m3.mutable_host_data()[0] = syncblob::float8_e4m3fn::from_bits(0x3C);  // 1.5
+    e4m3.mutable_host_data()[1] = syncblob::float8_e4m3fn::from_bits(0xA8);  // -0.25
+    CHECK(printed(e4m3) == "Blob<F8_E4M3>(2 (2)) [1.5, -0.25]");
+    Blob<syncblob::float8_e8m0fnu> e8m0{1};
+    e8m0.fill(syncblob::float8_e8m0fnu::from_bits(0x81));  // 2^2
+    CHECK(printed(e8m0) == "Blob<F8_E8M0>(1 (1)) [4]");
     Blob<double> scalar{Shape{}};
     scalar.fill(0.5);
     CHECK(printed(scalar) == "Blob<F64>((1)) [0.5]");

@@ -306,7 +306,7 @@ TEST_CASE("LoadOptions::max_bytes bounds what a load allocates", "[io][caffe]") 
         zero_size += std::string("\x0a\x05\x3a\x03\x0a\x01\x00", 7);  // blobs { shape { dim: 0 } }
     }
     CHECK(io::parse_blob_proto_vector<float>(zero_size).size() == 2000);
-    small.max_bytes = 1000 * syncblob::detail::caffe::blob_overhead_bytes;
+    small.max_bytes = 1000 * syncblob::io::detail::caffe::blob_overhead_bytes;
     CHECK_THAT(test::message_of<FormatError>([&] { (void)io::parse_blob_proto_vector<float>(zero_size, small); }),
                Contains("LoadOptions::max_bytes"));
 }

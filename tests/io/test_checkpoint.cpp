@@ -64,7 +64,7 @@ void check_values(const io::Checkpoint& c, const test::NamedBlobs& blobs) {
         const auto loaded = c.shard_file(t.shard).load<float>(name);
         CHECK(loaded.shape() == blob.shape());
         std::vector<float> direct(static_cast<std::size_t>(t.count));
-        c.read_elements<float>(t, 0, t.count, direct.data(), detail::ConvertRule::exact);
+        c.read_elements<float>(t, 0, t.count, direct.data(), io::detail::ConvertRule::exact);
         for (std::size_t i = 0; i < direct.size(); ++i) {
             REQUIRE(loaded.host_data()[i] == blob.host_data()[i]);
             REQUIRE(direct[i] == blob.host_data()[i]);

@@ -197,7 +197,7 @@ std::span<const std::byte> as_bytes(const std::string& s) {
 
 template <class From>
 std::string npy_of(const std::vector<From>& v) {
-    std::string header = "{'descr': '" + std::string(detail::npy_descr(dtype_of<From>)) +
+    std::string header = "{'descr': '" + std::string(io::detail::npy_descr(dtype_of<From>)) +
                          "', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
     header.append(64 - (10 + header.size() + 1) % 64, ' ');
     header += '\n';
@@ -366,10 +366,10 @@ TEST_CASE("convert_elements stops at the first refused element and reads unalign
     const std::int64_t values[] = {3, 0x1'0000'0005, -1};
     std::memcpy(raw + 1, values, sizeof values);
     std::uint32_t out[3] = {9, 9, 9};
-    CHECK(detail::convert_elements(Dtype::I64, raw + 1, 3, out, detail::ConvertRule::exact) == 1);
+    CHECK(io::detail::convert_elements(Dtype::I64, raw + 1, 3, out, io::detail::ConvertRule::exact) == 1);
     CHECK(out[0] == 3u);
     CHECK(out[1] == 9u);  // not written
-    CHECK(detail::convert_elements(Dtype::I64, raw + 1, 3, out, detail::ConvertRule::saturate) == 3);
+    CHECK(io::detail::convert_elements(Dtype::I64, raw + 1, 3, out, io::detail::ConvertRule::saturate) == 3);
     CHECK(out[1] == 0xFFFFFFFFu);
     CHECK(out[2] == 0u);
 }

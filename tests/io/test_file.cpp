@@ -327,7 +327,7 @@ TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed u
     spit(target, "old contents");
 #if defined(__linux__)
     SECTION("unnamed (O_TMPFILE): nothing appears in the folder until the commit") {
-        detail::TemporaryFile file(target);
+        io::detail::TemporaryFile file(target);
         CHECK(file.name().empty());
         CHECK(file.path() == target);
         CHECK(::write(file.fd(), "new", 3) == 3);
@@ -338,7 +338,7 @@ TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed u
     }
 #endif
     SECTION("the named fallback, committed") {
-        detail::TemporaryFile file(target, /*allow_unnamed=*/false);
+        io::detail::TemporaryFile file(target, /*allow_unnamed=*/false);
         CHECK(file.name().parent_path() == dir.path());
         CHECK_THAT(file.name().filename().string(), Catch::Matchers::StartsWith(".weights.bin.tmp-"));
         CHECK(::write(file.fd(), "new", 3) == 3);
@@ -350,7 +350,7 @@ TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed u
     }
     SECTION("the named fallback, abandoned") {
         {
-            detail::TemporaryFile file(target, /*allow_unnamed=*/false);
+            io::detail::TemporaryFile file(target, /*allow_unnamed=*/false);
             CHECK(::write(file.fd(), "new", 3) == 3);
             CHECK(entries(dir.path()) == 2);
         }
@@ -375,7 +375,7 @@ TEST_CASE("a large read is split over the pool's threads and reads every byte wh
     const test::TempDir dir;
     const fs::path file = dir.path() / "large.bin";
     // 3.5 parts' worth: pieces of unequal size, and an end that is not a page boundary
-    const std::size_t bytes = detail::InputFile::parallel_read_part * 7 / 2 + 123;
+    const std::size_t bytes = io::detail::InputFile::parallel_read_part * 7 / 2 + 123;
     std::vector<std::uint32_t> words(bytes / 4 + 1);
     for (std::size_t i = 0; i < words.size(); ++i) {
         words[i] = static_cast<std::uint32_t>(i * 2654435761u);
@@ -388,7 +388,7 @@ TEST_CASE("a large read is split over the pool's threads and reads every byte wh
     for (const unsigned t : {1u, 2u, 4u}) {
         INFO(t << " threads");
         parallel::set_max_threads(t);
-        const detail::InputFile in(file);
+        const io::detail::InputFile in(file);
         std::vector<char> got(bytes + 7, '\x5a');
         in.read_at(5, got.data() + 3, bytes - 5, "the data");
         CHECK(std::memcmp(got.data() + 3, reinterpret_cast<const char*>(words.data()) + 5, bytes - 5) == 0);

@@ -38,6 +38,9 @@ T sample(std::size_t i) {
         return i % 3 == 1;
     } else if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16>) {
         return T(static_cast<float>(i) * 0.3f - 2.0f);
+    } else if constexpr (std::is_class_v<T>) {  // an 8-bit float: its bit patterns in turn, a NaN's as 0x01
+        const T v = T::from_bits(static_cast<std::uint8_t>(i * 37 % 256));
+        return std::isnan(static_cast<float>(v)) ? T::from_bits(1) : v;
     } else if constexpr (std::floating_point<T>) {
         const T special[] = {std::numeric_limits<T>::max(), std::numeric_limits<T>::denorm_min(), T(0.1), T(-0.0)};
         return i < 4 ? special[i] : static_cast<T>(i) / T(7) - T(3);
@@ -60,7 +63,8 @@ json parse(const char* text) {
 
 TEMPLATE_TEST_CASE("every dtype and rank round-trips exactly, with and without diff", "[io][json]", float, double, half,
                    bfloat16, std::int64_t, std::int32_t, std::int16_t, std::int8_t, std::uint64_t, std::uint32_t,
-                   std::uint16_t, std::uint8_t, bool) {
+                   std::uint16_t, std::uint8_t, bool, syncblob::float8_e4m3fn, syncblob::float8_e5m2,
+                   syncblob::float8_e8m0fnu) {
     const bool with_diff = GENERATE(false, true);
     const std::vector<std::int64_t> extents =
         GENERATE(std::vector<std::int64_t>{}, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{2, 0, 3},
@@ -114,6 +118,24 @@ TEST_CASE("NaN and infinities are the strings NaN, Infinity and -Infinity", "[io
     io::from_json(parse(R"({"dtype": "F16", "shape": [2], "data": ["Infinity", 65504]})"), h, {});
     CHECK(static_cast<float>(h.host_data()[0]) == std::numeric_limits<float>::infinity());
     CHECK(static_cast<float>(h.host_data()[1]) == 65504.0f);
+}
+
+TEST_CASE("8-bit floats in JSON: values as numbers, what the format cannot hold refused", "[io][json][float8]") {
+    Blob<syncblob::float8_e5m2> e5;
+    io::from_json(parse(R"({"dtype": "F8_E5M2", "shape": [4], "data": ["Infinity", 57344, 0.3, "NaN"]})"), e5, {});
+    CHECK(e5.host_data()[0].bits == 0x7C);
+    CHECK(e5.host_data()[1].bits == 0x7B);
+    CHECK(e5.host_data()[2].bits == 0x35);  // 0.3 rounds to 0.3125 = 1.25 * 2^-2
+    CHECK(std::isnan(static_cast<float>(e5.host_data()[3])));
+    CHECK(io::to_json(e5, io::WriteDiff::never).at("data") == parse(R"(["Infinity", 57344.0, 0.3125, "NaN"])"));
+    Blob<syncblob::float8_e4m3fn> e4;
+    CHECK_THROWS_WITH(io::from_json(parse(R"({"dtype": "F8_E4M3", "shape": [1], "data": ["Infinity"]})"), e4, {}),
+                      Contains("data[0]") && Contains("out of range for F8_E4M3"));
+    CHECK_THROWS_WITH(io::from_json(parse(R"({"dtype": "F8_E4M3", "shape": [1], "data": [1000]})"), e4, {}),
+                      Contains("out of range for F8_E4M3"));
+    Blob<syncblob::float8_e8m0fnu> e8;
+    CHECK_THROWS_WITH(io::from_json(parse(R"({"dtype": "F8_E8M0", "shape": [1], "data": [0]})"), e8, {}),
+                      Contains("out of range for F8_E8M0"));
 }
 
 TEST_CASE("64-bit integers and bools are exact JSON values", "[io][json]") {

@@ -305,6 +305,24 @@ TEST_CASE("npy bfloat16 is written as raw 2-byte values and read back only as bf
                Contains("'<V2' raw 2-byte values load only into a bfloat16 blob, not F32"));
 }
 
+TEMPLATE_LIST_TEST_CASE("npy refuses the 8-bit floats: NumPy has no standard dtype for them", "[io][npy][float8]",
+                        test::Float8Elements) {
+    const test::TempDir dir;
+    Blob<TestType> blob{4};
+    const fs::path file = dir.path() / "f8.npy";
+    CHECK_THAT(test::message_of<FormatError>([&] { io::save_npy(file, blob); }),
+               Contains("f8.npy: descr: ") && Contains(std::string(element_name<TestType>())) &&
+                   Contains("has no NumPy dtype"));
+    CHECK_FALSE(fs::exists(file));
+    // A NumPy file of another dtype still loads into such a blob, by the conversion rule.
+    const std::string f32 =
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f32_data({0.25f, 4.0f}));
+    Blob<TestType> loaded;
+    io::load_npy(as_bytes(f32), "f.npy", loaded, io::LoadOptions{.convert = true});
+    CHECK(static_cast<float>(loaded.host_data()[0]) == 0.25f);
+    CHECK(static_cast<float>(loaded.host_data()[1]) == 4.0f);
+}
+
 TEST_CASE("npy file errors", "[io][npy]") {
     const test::TempDir dir;
     Blob<float> blob;

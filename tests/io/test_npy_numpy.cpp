@@ -61,7 +61,7 @@ std::string expected_descr() {
     if constexpr (std::is_same_v<T, bfloat16>) {
         return "<u2";  // NumPy reads '<V2' as void; the script views it as uint16
     } else {
-        std::string d(detail::npy_descr(dtype_of<T>));
+        std::string d(io::detail::npy_descr(dtype_of<T>));
         return d;
     }
 }

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -46,7 +47,7 @@ std::string open_error(const std::string& bytes, io::LoadOptions options = {}) {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("safetensors round trip of every element type and rank, copying and mapped",
-                        "[io][safetensors]", test::AllElements) {
+                        "[io][safetensors]", syncblob::ElementTypes) {
     const test::TempDir dir;
     const auto shapes = test::round_trip_shapes();
     std::map<std::string, Blob<TestType>> blobs;
@@ -111,6 +112,71 @@ TEST_CASE("safetensors files are byte for byte what the reference writer writes"
     expected += padded + std::string(reinterpret_cast<const char*>(&two), 8) +
                 std::string(reinterpret_cast<const char*>(values), 12) + "\x07\x07\x07";
     CHECK(slurp(dir.path() / "ref.safetensors") == expected);
+}
+
+TEST_CASE("safetensors F8 tensors: every bit pattern written under its dtype name and loaded back bit-exact",
+          "[io][safetensors][float8]") {
+    const test::TempDir dir;
+    Blob<float8_e4m3fn> e4m3{16, 16};
+    Blob<float8_e5m2> e5m2{256};
+    Blob<float8_e8m0fnu> e8m0{2, 128};
+    std::string patterns;
+    for (unsigned b = 0; b < 256; ++b) {
+        patterns += static_cast<char>(b);
+        e4m3.mutable_host_data()[b] = float8_e4m3fn::from_bits(static_cast<std::uint8_t>(b));
+        e5m2.mutable_host_data()[b] = float8_e5m2::from_bits(static_cast<std::uint8_t>(b));
+        e8m0.mutable_host_data()[b] = float8_e8m0fnu::from_bits(static_cast<std::uint8_t>(b));
+    }
+    io::SafetensorsWriter w;
+    w.add("a", e4m3);
+    w.add("b", e5m2);
+    w.add("c", e8m0);
+    const fs::path file = dir.path() / "f8.safetensors";
+    w.save(file);
+    // The reference orders by its dtype enum, later first: F8_E8M0, F8_E4M3, F8_E5M2.
+    const std::string json =
+        "{\"c\":{\"dtype\":\"F8_E8M0\",\"shape\":[2,128],\"data_offsets\":[0,256]},"
+        "\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[16,16],\"data_offsets\":[256,512]},"
+        "\"b\":{\"dtype\":\"F8_E5M2\",\"shape\":[256],\"data_offsets\":[512,768]}}";
+    const std::string padded = json + std::string((8 - json.size() % 8) % 8, ' ');
+    CHECK(slurp(file) == st_bytes(padded, patterns + patterns + patterns));
+    for (const auto mode : {io::LoadMode::copy, io::LoadMode::map}) {
+        const auto f = io::SafetensorsFile::open(file, {}, mode);
+        CHECK(test::same_bytes(f.load<float8_e4m3fn>("a").host_data(), e4m3.host_data()));
+        CHECK(test::same_bytes(f.load<float8_e5m2>("b").host_data(), e5m2.host_data()));
+        CHECK(test::same_bytes(f.load<float8_e8m0fnu>("c").host_data(), e8m0.host_data()));
+        // a dtype is not another: E5M2 bytes are not read as E4M3 unless converting
+        CHECK_THROWS_WITH(f.load<float8_e4m3fn>("b"), Contains("the file holds F8_E5M2, the blob F8_E4M3"));
+    }
+}
+
+TEST_CASE("safetensors F8 tensors written by hand load as the OCP values; converting loads round to nearest even",
+          "[io][safetensors][float8]") {
+    // 0x38 = 1.0 (E4M3), 0x7E = 448, 0xB9 = -1.125, 0x01 = 2^-9; for E5M2 0x3C = 1.0, 0x7B = 57344, 0x7C = inf, 0
+    const std::string bytes = st_bytes(
+        "{\"e4\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[0,4]},"
+        "\"e5\":{\"dtype\":\"F8_E5M2\",\"shape\":[4],\"data_offsets\":[4,8]},"
+        "\"f\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]}}",
+        std::string("\x38\x7E\xB9\x01\x3C\x7B\x7C\0", 8) + std::string(12, '\0'));
+    std::string with_floats = bytes;
+    const float floats[] = {1.0625f, 1000.0f, -0.0f};  // a tie (to 1.0, even), beyond 448, negative zero
+    std::memcpy(with_floats.data() + with_floats.size() - 12, floats, 12);
+    const io::LoadOptions convert{.convert = true};
+    const auto f = io::SafetensorsFile::from_memory(as_bytes(with_floats), "f8.safetensors", convert);
+    const auto e4 = f.load<float>("e4");
+    CHECK(std::vector<float>(e4.host_data().begin(), e4.host_data().end()) ==
+          std::vector<float>{1.0f, 448.0f, -1.125f, 0x1p-9f});
+    const auto e5 = f.load<float>("e5");
+    CHECK(e5.host_data()[1] == 57344.0f);
+    CHECK(std::isinf(e5.host_data()[2]));
+    // float -> E4M3FN: 1000 is beyond its range: refused, or 448 with saturate
+    CHECK_THROWS_WITH(f.load<float8_e4m3fn>("f"), Contains("overflows F8_E4M3"));
+    const auto saturating =
+        io::SafetensorsFile::from_memory(as_bytes(with_floats), "f8.safetensors", {.convert = true, .saturate = true});
+    const auto e4m3 = saturating.load<float8_e4m3fn>("f");
+    CHECK(e4m3.host_data()[0].bits == 0x38);
+    CHECK(e4m3.host_data()[1].bits == 0x7E);
+    CHECK(e4m3.host_data()[2].bits == 0x80);
 }
 
 TEST_CASE("safetensors reads the reference's documented example", "[io][safetensors]") {
@@ -305,8 +371,8 @@ TEST_CASE("safetensors corpus of malformed files, each rejected with its message
          "tensor \"w\": missing \"data_offsets\""},
         {"bad dtype", st_bytes(one("{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}"), f32x2),
          "bad.safetensors: tensor \"w\": dtype: \"F31\" is not a safetensors dtype"},
-        {"unsupported dtype", st_bytes(one("{\"dtype\":\"F8_E4M3\",\"shape\":[8],\"data_offsets\":[0,8]}"), f32x2),
-         "\"F8_E4M3\" is a safetensors dtype syncblob does not support"},
+        {"unsupported dtype", st_bytes(one("{\"dtype\":\"F4\",\"shape\":[8],\"data_offsets\":[0,4]}"), f32x2),
+         "\"F4\" is a safetensors dtype syncblob does not support"},
         {"dtype not a string", st_bytes(one("{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}"), f32x2),
          "dtype: expected a string, found number"},
         {"negative extent", st_bytes(one("{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}"), f32x2),

@@ -65,7 +65,7 @@ public:
             }
             names_.push_back(name);
         }
-        if (const std::size_t d = index_.build(names_.size(), name_at()); d != detail::NameIndex::npos) {
+        if (const std::size_t d = index_.build(names_.size(), name_at()); d != io::detail::NameIndex::npos) {
             io::throw_format_error(source(ckpt), "tensor \"" + names_[d] + "\"", "named twice");
         }
         arena_.set_stream(stream);
@@ -109,7 +109,7 @@ public:
     LoadReport load(const io::Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream);
 
 private:
-    static constexpr std::size_t npos = detail::NameIndex::npos;
+    static constexpr std::size_t npos = io::detail::NameIndex::npos;
 
     [[nodiscard]] static std::string source(const io::Checkpoint& ckpt) {
         return ckpt.index_file().empty() ? ckpt.shards().at(0).path.string() : ckpt.index_file().string();
@@ -133,7 +133,7 @@ private:
 
     arena_type arena_;
     std::vector<std::string> names_;
-    detail::NameIndex index_;
+    io::detail::NameIndex index_;
 };
 
 template <Element T, SyncedAllocator A>
@@ -206,7 +206,7 @@ LoadReport CheckpointArena<T, A>::load_host(const io::Checkpoint& ckpt, const de
     }
     detail::ckpt::Progress progress(options.progress, plan.source_bytes);
     detail::ckpt::ChunkQueue queue(plan.chunks.size());
-    const auto rule = options.saturate ? detail::ConvertRule::saturate : detail::ConvertRule::exact;
+    const auto rule = options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
     parallel::run(threads, [&](unsigned) {
         try {
             for (std::size_t c = 0; queue.next(c);) {
@@ -255,7 +255,7 @@ LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const 
             detail::order_after<device_backend>(s, copy_stream);  // the copies overwrite what work on s uses
         }
         Load load(ckpt, plan, targets, copy_stream, device,
-                  options.saturate ? detail::ConvertRule::saturate : detail::ConvertRule::exact);
+                  options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact);
         detail::ckpt::Progress progress(options.progress, plan.source_bytes);
         try {
             load.run(threads, std::max(1u, options.staging_blocks), block_bytes, progress);

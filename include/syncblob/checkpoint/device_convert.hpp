@@ -53,7 +53,7 @@ template <Element To>
             return true;
         } else if constexpr (std::same_as<To, bool>) {
             return false;
-        } else if constexpr (std::floating_point<To> || syncblob::detail::is_float16<To>) {
+        } else if constexpr (std::floating_point<To> || syncblob::detail::FloatStorage<To>) {
             return syncblob::detail::ckpt::largest<S>() <= syncblob::detail::ckpt::largest<To>();
         } else if constexpr (std::integral<S>) {
             return std::in_range<To>(std::numeric_limits<S>::min()) && std::in_range<To>(std::numeric_limits<S>::max());
@@ -90,7 +90,7 @@ struct DeviceConvert<SimulatedDevice> {
             stream, "convert " + std::string(dtype_name(from)) + " to " + std::string(element_name<T>()),
             {SimulatedDevice::Range{src, n * dtype_size(from)}}, {SimulatedDevice::Range{dst, n * sizeof(T)}},
             [dst, from, src, n] {
-                (void)syncblob::detail::convert_elements(from, src, n, dst, syncblob::detail::ConvertRule::saturate);
+                (void)io::detail::convert_elements(from, src, n, dst, io::detail::ConvertRule::saturate);
             });
     }
 };

@@ -26,7 +26,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 // The shard names an existing index names, or none when there is none or it cannot be read.
 inline std::set<std::string> shards_named_by(const std::filesystem::path& index) {
@@ -55,7 +55,7 @@ inline void remove_file(const std::filesystem::path& file, bool fsync) {
     }
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 namespace io {
 

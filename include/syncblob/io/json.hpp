@@ -54,7 +54,7 @@ enum class WriteDiff : std::uint8_t {
 /// The JSON document of `blob`. \throws ShapeError when the blob has no shape (default-constructed).
 template <Element T, SyncedAllocator A>
 [[nodiscard]] nlohmann::json to_json(const Blob<T, A>& blob, WriteDiff diff = WriteDiff::if_set) {
-    namespace dj = syncblob::detail::json_io;
+    namespace dj = detail::json_io;
     if (!blob.has_shape()) {
         throw ShapeError("io::to_json: the blob has no shape (default-constructed or moved from)");
     }
@@ -79,13 +79,13 @@ template <Element T, SyncedAllocator A>
     return j;
 }
 
-namespace detail_json {
+namespace detail {
 
 /// Loads a blob document that `pass(handler)` reports to a reader's handler (once per pass): the
 /// structure first, then, into new storage of the document's shape, the values.
 template <Element T, SyncedAllocator A, class Pass>
 void load_document(Pass&& pass, Blob<T, A>& blob, const LoadOptions& options, std::string_view source) {
-    namespace dj = syncblob::detail::json_io;
+    namespace dj = detail::json_io;
     dj::DocumentScan scan(source, sizeof(T), options.max_bytes);
     pass(scan);
     const dj::Document doc = scan.finish();
@@ -98,7 +98,7 @@ void load_document(Pass&& pass, Blob<T, A>& blob, const LoadOptions& options, st
         throw ShapeError("io::from_json: " + std::string(source) + " holds shape " + doc.shape.to_string() +
                          ", the blob has " + blob.shape_string() + " (LoadOptions::reshape is false)");
     }
-    syncblob::detail::StagedLoad<T, A> stage(blob, doc.shape);
+    detail::StagedLoad<T, A> stage(blob, doc.shape);
     const std::span<T> data = stage.data();
     const std::span<T> diff = doc.has_diff ? stage.diff() : std::span<T>{};
     syncblob::detail::visit_dtype(doc.dtype, [&]<class S>(std::type_identity<S>) {
@@ -109,13 +109,13 @@ void load_document(Pass&& pass, Blob<T, A>& blob, const LoadOptions& options, st
 }
 
 /// The reader's limits for a blob document: no string in one is longer than a few bytes.
-inline syncblob::detail::json_stream::JsonLimits document_limits() {
-    syncblob::detail::json_stream::JsonLimits limits;
+inline detail::json_stream::JsonLimits document_limits() {
+    detail::json_stream::JsonLimits limits;
     limits.max_string = 4096;
     return limits;
 }
 
-}  // namespace detail_json
+}  // namespace detail
 
 /// Reads a JSON document into `blob`. With `options.reshape` (the default) the blob takes the
 /// document's shape; without, a different shape is a `ShapeError`. A document dtype other than
@@ -125,8 +125,7 @@ inline syncblob::detail::json_stream::JsonLimits document_limits() {
 template <Element T, SyncedAllocator A>
 void from_json(const nlohmann::json& j, Blob<T, A>& blob, const LoadOptions& options,
                std::string_view source = "JSON") {
-    detail_json::load_document([&](auto& handler) { syncblob::detail::json_io::emit(j, handler); }, blob, options,
-                               source);
+    detail::load_document([&](auto& handler) { detail::json_io::emit(j, handler); }, blob, options, source);
 }
 
 /// `from_json` that refuses to reshape: a document of another shape is a `ShapeError`.
@@ -143,9 +142,9 @@ void from_json_strict(const nlohmann::json& j, Blob<T, A>& blob, std::string_vie
 /// lookups that refuse duplicate keys). \throws FormatError naming `source` and the byte offset.
 [[nodiscard]] inline nlohmann::json parse_json_text(std::string_view text, std::uint64_t max_bytes,
                                                     std::string_view source = "JSON") {
-    syncblob::detail::json_io::DomBuilder builder(source, text.size(), max_bytes);
-    syncblob::detail::json_stream::TextInput in(text);
-    syncblob::detail::json_stream::read_json(in, builder, {}, source);
+    detail::json_io::DomBuilder builder(source, text.size(), max_bytes);
+    detail::json_stream::TextInput in(text);
+    detail::json_stream::read_json(in, builder, {}, source);
     return builder.take();
 }
 
@@ -153,10 +152,10 @@ void from_json_strict(const nlohmann::json& j, Blob<T, A>& blob, std::string_vie
 template <Element T, SyncedAllocator A>
 void parse_json(std::string_view text, Blob<T, A>& blob, const LoadOptions& options = {},
                 std::string_view source = "JSON") {
-    detail_json::load_document(
+    detail::load_document(
         [&](auto& handler) {
-            syncblob::detail::json_stream::TextInput in(text);
-            syncblob::detail::json_stream::read_json(in, handler, detail_json::document_limits(), source);
+            detail::json_stream::TextInput in(text);
+            detail::json_stream::read_json(in, handler, detail::document_limits(), source);
         },
         blob, options, source);
 }
@@ -166,12 +165,12 @@ void parse_json(std::string_view text, Blob<T, A>& blob, const LoadOptions& opti
 /// ShapeError; the blob is then unchanged.
 template <Element T, SyncedAllocator A>
 void load_json(const std::filesystem::path& file, Blob<T, A>& blob, const LoadOptions& options = {}) {
-    const syncblob::detail::InputFile in(file);
+    const detail::InputFile in(file);
     const std::string source = file.string();
-    detail_json::load_document(
+    detail::load_document(
         [&](auto& handler) {
-            syncblob::detail::json_stream::FileInput input(in, 0, in.size());
-            syncblob::detail::json_stream::read_json(input, handler, detail_json::document_limits(), source);
+            detail::json_stream::FileInput input(in, 0, in.size());
+            detail::json_stream::read_json(input, handler, detail::document_limits(), source);
         },
         blob, options, source);
 }

@@ -88,9 +88,8 @@ public:
             count * dtype_size(dtype) != bytes.size()) {
             throw_format_error("safetensors", "tensor \"" + name + "\"",
                                std::to_string(bytes.size()) + " bytes given, shape " +
-                                   syncblob::detail::safetensors_shape_text(shape) + " of " +
-                                   std::string(dtype_name(dtype)) + " needs " +
-                                   std::to_string(count * dtype_size(dtype)));
+                                   detail::safetensors_shape_text(shape) + " of " + std::string(dtype_name(dtype)) +
+                                   " needs " + std::to_string(count * dtype_size(dtype)));
         }
         make_room(1);
         push(std::move(name), dtype, std::move(shape), bytes);
@@ -141,12 +140,12 @@ private:
                                    : "names ending in \"" + std::string(diff_suffix) +
                                          "\" are reserved for diffs (add(name, blob, true) writes them)");
         }
-        (void)syncblob::detail::json_quote(name, "tensor name");  // valid UTF-8, or a FormatError now
+        (void)detail::json_quote(name, "tensor name");  // valid UTF-8, or a FormatError now
         check_free(name);
     }
 
     void check_free(const std::string& name) const {
-        if (index_.find(name, name_at()) != syncblob::detail::NameIndex::npos) {
+        if (index_.find(name, name_at()) != detail::NameIndex::npos) {
             throw_format_error("safetensors", "tensor \"" + name + "\"", "added twice");
         }
     }
@@ -161,7 +160,7 @@ private:
 
     // Appends an entry whose name was checked, into room made by the caller (nothing throws).
     void push(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
-        syncblob::detail::SafetensorsEntry e;
+        detail::SafetensorsEntry e;
         e.name = std::move(name);
         e.dtype = dtype;
         e.shape = std::move(shape);
@@ -196,7 +195,7 @@ private:
     }
 
     std::vector<Pending> entries_;
-    syncblob::detail::NameIndex index_;  // positions in entries_ by name
+    detail::NameIndex index_;  // positions in entries_ by name
     Metadata metadata_;
 };
 

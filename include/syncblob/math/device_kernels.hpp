@@ -13,10 +13,6 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-/// The type math accumulates and returns in: double for double, float for float, half and bfloat16.
-template <FloatingElement T>
-using accumulator_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 namespace detail {
 template <class>
 inline constexpr bool always_false = false;

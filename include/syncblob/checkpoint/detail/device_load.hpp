@@ -45,7 +45,7 @@ public:
     };
 
     DeviceLoad(const io::Checkpoint& ckpt, const Plan& plan, Targets targets, stream_type stream, int device,
-               ConvertRule rule)
+               io::detail::ConvertRule rule)
         : ckpt_(ckpt),
           plan_(plan),
           targets_(targets),
@@ -149,7 +149,7 @@ private:
     Targets targets_;
     stream_type stream_;
     int device_;
-    ConvertRule rule_;
+    io::detail::ConvertRule rule_;
     std::vector<std::optional<typename Device::event_type>> events_;
     std::atomic<std::size_t> copies_{0};
     std::atomic<std::size_t> conversions_{0};

@@ -103,7 +103,7 @@ struct LoadClock {
 /// `zero_gaps`, the padding between them is zeroed.
 template <Element T>
 void read_image(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
-                ConvertRule rule) {
+                io::detail::ConvertRule rule) {
     std::size_t at = 0;
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];

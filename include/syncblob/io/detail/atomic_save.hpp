@@ -29,7 +29,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Most symbolic links followed from a save's target (Linux's MAXSYMLINKS).
 inline constexpr int max_symlink_hops = 40;
@@ -338,6 +338,6 @@ private:
     std::string name_;  // the temporary's name in the folder while it has one and until the rename
 };
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -25,7 +25,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Bytes in memory, named `source` in error messages.
 class MemorySource {
@@ -96,7 +96,7 @@ void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool 
     const std::size_t item = dtype_size(from);
     const bool swap = item > 1 && (big_endian != (std::endian::native == std::endian::big));
     if (from == dtype_of<T>) {
-        advise_huge_pages(dst, n * sizeof(T));
+        syncblob::detail::advise_huge_pages(dst, n * sizeof(T));
         source.read_at(offset, dst, n * sizeof(T), where);
         if (swap) {
             byteswap_elements(dst, n, sizeof(T));
@@ -127,6 +127,6 @@ void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool 
     }
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -25,7 +25,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::caffe {
+namespace io::detail::caffe {
 
 namespace pb = detail::protobuf;
 
@@ -72,17 +72,15 @@ inline std::string where(const pb::Reader& r, std::uint32_t number) {
               "wire type " + std::string(pb::wire_type_name(f.type)) + ", expected " + std::string(expected));
 }
 
-// A shape from extents checked as a whole (see shape_from_file), failing at the message's offset.
-inline Shape checked_shape(const pb::Reader& r, std::size_t offset, std::string_view field,
+// A shape from extents checked as a whole, failing at the message's offset.
+inline Shape message_shape(const pb::Reader& r, std::size_t offset, std::string_view field,
                            std::span<const std::int64_t> dims) {
-    if (auto problem = extents_problem(dims)) {
-        r.fail_at(offset, field, *problem);
-    }
-    return Shape(dims);
+    return syncblob::detail::checked_shape(dims,
+                                           [&](const std::string& problem) { r.fail_at(offset, field, problem); });
 }
 
-inline void scan_shape(const pb::Reader& outer, const pb::Field& shape_field, std::array<std::int64_t, 32>& dims,
-                       std::size_t& rank) {
+inline void scan_shape(const pb::Reader& outer, const pb::Field& shape_field,
+                       std::array<std::int64_t, Shape::max_axes>& dims, std::size_t& rank) {
     pb::Reader r(shape_field.bytes, shape_field.bytes_offset, outer.source(), "BlobShape", shape_field_name);
     const std::string name = "BlobShape.dim (field 1)";
     auto add = [&](std::uint64_t v, std::size_t offset) {
@@ -117,7 +115,7 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
     pb::Reader r(bytes, base, source, message, blob_field_name);
     BlobScan scan;
     scan.offset = base;
-    std::array<std::int64_t, 32> dims{};
+    std::array<std::int64_t, Shape::max_axes> dims{};
     std::size_t rank = 0;
     std::array<std::int64_t, 4> legacy{};
     bool has_legacy = false;
@@ -173,9 +171,9 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
     }
     // Caffe's Blob::FromProto: the legacy 4-D fields, when any is set, take precedence over shape.
     if (has_legacy) {
-        scan.shape = checked_shape(r, base, std::string(message) + " num/channels/height/width", legacy);
+        scan.shape = message_shape(r, base, std::string(message) + " num/channels/height/width", legacy);
     } else {
-        scan.shape = checked_shape(r, base, std::string(message) + ".shape", std::span(dims.data(), rank));
+        scan.shape = message_shape(r, base, std::string(message) + ".shape", std::span(dims.data(), rank));
     }
     return scan;
 }
@@ -203,7 +201,8 @@ BlobPlan plan_blob(const BlobScan& scan, const io::LoadOptions& options, std::st
             chosen = other;
             if (!options.convert) {
                 r.fail_at(scan.offset, where(r, other),
-                          std::to_string(scan.values[other]) + " " + std::string(is_double ? "F32" : "F64") +
+                          std::to_string(scan.values[other]) + " " +
+                              std::string(dtype_name(is_double ? Dtype::F32 : Dtype::F64)) +
                               " values, but the blob holds " + std::string(element_name<T>()) +
                               " (set LoadOptions::convert to convert them)");
             }
@@ -367,6 +366,6 @@ void require_shape(const Blob<T, A>& blob, std::string_view op) {
     }
 }
 
-}  // namespace detail::caffe
+}  // namespace io::detail::caffe
 
 SYNCBLOB_END_NAMESPACE

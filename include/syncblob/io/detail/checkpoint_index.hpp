@@ -24,7 +24,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// One entry of `weight_map`.
 struct WeightMapEntry {
@@ -219,6 +219,6 @@ struct ShardNumber {
     return out;
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -19,7 +19,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// An open shard and its header.
 struct OpenShard {
@@ -42,6 +42,6 @@ struct OpenShard {
     return shard;
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -25,7 +25,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_io {
+namespace io::detail::json_io {
 
 /// What a scan found: a document whose values fit its shape.
 struct Document {
@@ -33,8 +33,6 @@ struct Document {
     Shape shape;
     bool has_diff = false;
 };
-
-inline constexpr std::string_view dtype_list = "F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL";
 
 /// Pass 1: the structure of `{"dtype", "shape" | "num"/"channels"/"height"/"width", "data", "diff"?}`.
 class DocumentScan {
@@ -79,10 +77,11 @@ public:
         if (field_ == dtype_field) {
             dtype_ = v.kind == ScalarKind::string ? parse_dtype(v.text) : std::nullopt;
             if (!dtype_) {
-                fail("dtype", "expected one of " + std::string(dtype_list) + ", found " + v.describe());
+                fail("dtype", "expected one of " + dtype_names() + ", found " + v.describe());
             }
         } else if (field_ == shape_field) {
-            fail("shape", "expected an array of at most 32 extents, found " + v.describe());
+            fail("shape",
+                 "expected an array of at most " + std::to_string(Shape::max_axes) + " extents, found " + v.describe());
         } else if (field_ == data_field || field_ == diff_field) {
             not_an_array(v.describe());
         } else {
@@ -130,7 +129,7 @@ private:
                             ", found " + type);
         } else if (type[0] == 'o' || (field_ != shape_field && field_ != data_field && field_ != diff_field)) {
             if (field_ == dtype_field) {
-                fail("dtype", "expected one of " + std::string(dtype_list) + ", found " + type);
+                fail("dtype", "expected one of " + dtype_names() + ", found " + type);
             }
             if (field_ == shape_field) {
                 fail("shape", std::string("expected an array of at most 32 extents, found ") + type);
@@ -203,7 +202,7 @@ private:
 
 inline Document DocumentScan::finish() {
     if (!dtype_) {
-        fail("dtype", "missing (expected one of " + std::string(dtype_list) + ")");
+        fail("dtype", "missing (expected one of " + dtype_names() + ")");
     }
     const bool has_shape = (seen_ & (1u << shape_field)) != 0;
     const bool has_legacy = (seen_ & 0xF0u) != 0;
@@ -263,7 +262,7 @@ public:
         }
         const Place at{source_, field_, index_};
         const S s = decode<S>(v, at);
-        const Converted<T> c = convert_checked<T>(s);
+        const syncblob::detail::Converted<T> c = syncblob::detail::convert_checked<T>(s);
         if (!c.exact && rule_ == ConvertRule::exact) {
             at.fail(conversion_problem<T>(s));
         }
@@ -281,6 +280,6 @@ private:
     std::size_t index_ = 0;
 };
 
-}  // namespace detail::json_io
+}  // namespace io::detail::json_io
 
 SYNCBLOB_END_NAMESPACE

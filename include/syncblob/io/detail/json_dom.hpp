@@ -26,7 +26,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_io {
+namespace io::detail::json_io {
 
 /// The reader's handler that builds the document.
 class DomBuilder {
@@ -202,6 +202,6 @@ private:
     std::size_t depth_ = 0;
 };
 
-}  // namespace detail::json_io
+}  // namespace io::detail::json_io
 
 SYNCBLOB_END_NAMESPACE

@@ -17,7 +17,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_stream {
+namespace io::detail::json_stream {
 
 /// JSON text held in memory.
 class TextInput {
@@ -99,6 +99,6 @@ private:
     char* last_;
 };
 
-}  // namespace detail::json_stream
+}  // namespace io::detail::json_stream
 
 SYNCBLOB_END_NAMESPACE

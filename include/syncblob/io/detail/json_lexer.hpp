@@ -20,7 +20,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_stream {
+namespace io::detail::json_stream {
 
 /// What a scalar JSON value is. Integers without a fraction or an exponent are `unsigned_integer`
 /// when non-negative and `integer` when negative (as nlohmann/json reads them); other numbers and
@@ -378,6 +378,6 @@ private:
     std::uint64_t number_start_ = 0;
 };
 
-}  // namespace detail::json_stream
+}  // namespace io::detail::json_stream
 
 SYNCBLOB_END_NAMESPACE

@@ -24,7 +24,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_stream {
+namespace io::detail::json_stream {
 
 /// Reads one JSON value (and only whitespace after it) from `Input`, reporting it to `Handler`.
 /// `where` prefixes byte offsets in messages ("byte", "header byte") and `base` is added to them.
@@ -187,6 +187,6 @@ void read_json(Input& in, Handler& handler, const JsonLimits& limits, std::strin
     JsonReader<Input, Handler>(in, handler, limits, source, where, base).read();
 }
 
-}  // namespace detail::json_stream
+}  // namespace io::detail::json_stream
 
 SYNCBLOB_END_NAMESPACE

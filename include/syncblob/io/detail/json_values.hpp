@@ -3,7 +3,7 @@
 
 /// \file
 /// One element to and from a JSON value, exactly: floats as the shortest decimal that reads back
-/// to the same value (half and bfloat16 through float), NaN and infinities as the strings "NaN",
+/// to the same value (half, bfloat16 and the 8-bit floats through float), NaN and infinities as the strings "NaN",
 /// "Infinity" and "-Infinity", 64-bit integers as JSON integers, bool as true/false. Values are
 /// read from the streaming reader's scalars (`json_stream::Scalar`), whether they come from text
 /// or from a document in memory.
@@ -20,14 +20,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../../core/detail/convert.hpp"
 #include "../../core/element.hpp"
-#include "convert.hpp"
 #include "format_error.hpp"
 #include "json_reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_io {
+namespace io::detail::json_io {
 
 using json = nlohmann::json;
 using json_stream::Scalar;
@@ -51,7 +51,7 @@ template <Element T>
 [[nodiscard]] json encode(T v) {
     if constexpr (std::same_as<T, bool>) {
         return json(v);
-    } else if constexpr (std::floating_point<T> || is_float16<T>) {
+    } else if constexpr (syncblob::detail::FloatingValue<T>) {
         const auto wide = [&] {
             if constexpr (std::same_as<T, double>) {
                 return v;
@@ -125,30 +125,15 @@ template <Element S>
             at.fail("expected true or false for BOOL, found " + v.describe());
         }
         return v.boolean;
-    } else if constexpr (std::floating_point<S> || is_float16<S>) {
+    } else if constexpr (syncblob::detail::FloatingValue<S>) {
+        // Rounded to nearest by the one conversion; a finite value beyond the type's range (or an
+        // infinity it lacks, or for F8_E8M0 a value that is not positive) is refused.
         const double d = floating_value(v, element_name<S>(), at);
-        if constexpr (std::same_as<S, double>) {
-            return d;
-        } else {
-            // Past FLT_MAX plus half an ulp a double rounds to infinity; below, to at most FLT_MAX.
-            constexpr double float_limit = 0x1.ffffffp127;
-            constexpr auto float_max = std::numeric_limits<float>::max();
-            if (std::isfinite(d) && std::fabs(d) >= float_limit) {
-                at.fail("value " + v.describe() + " out of range for " + std::string(element_name<S>()));
-            }
-            const float f = std::fabs(d) > static_cast<double>(float_max) && std::isfinite(d)
-                                ? std::copysign(float_max, static_cast<float>(d > 0 ? 1 : -1))
-                                : static_cast<float>(d);
-            if constexpr (std::same_as<S, float>) {
-                return f;
-            } else {
-                const S narrow(f);
-                if (std::isfinite(f) && !std::isfinite(static_cast<float>(narrow))) {
-                    at.fail("value " + v.describe() + " out of range for " + std::string(element_name<S>()));
-                }
-                return narrow;
-            }
+        const syncblob::detail::Converted<S> c = syncblob::detail::convert_checked<S>(d);
+        if (!c.exact) {
+            at.fail("value " + v.describe() + " out of range for " + std::string(element_name<S>()));
         }
+        return c.value;
     } else {
         if (v.kind == ScalarKind::unsigned_integer) {
             if (std::cmp_greater(v.unsigned_integer, std::numeric_limits<S>::max())) {
@@ -220,6 +205,6 @@ void emit(const json& j, Handler& handler) {
     }
 }
 
-}  // namespace detail::json_io
+}  // namespace io::detail::json_io
 
 SYNCBLOB_END_NAMESPACE

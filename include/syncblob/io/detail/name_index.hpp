@@ -24,7 +24,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// SipHash-1-3 (one compression round, three finalization rounds) of `bytes` under the key `k`.
 [[nodiscard]] inline std::uint64_t siphash13(std::string_view bytes, const std::array<std::uint64_t, 2>& k) noexcept {
@@ -222,6 +222,6 @@ private:
     std::size_t count_ = 0;
 };
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -27,7 +27,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Largest single read/write request (Linux transfers at most 0x7ffff000 bytes per call).
 inline constexpr std::size_t max_io_chunk = std::size_t{1} << 30;
@@ -204,6 +204,6 @@ private:
     std::uint64_t size_ = 0;
 };
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -24,7 +24,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// One tensor of a safetensors file. Offsets count from the start of the data (after the header).
 struct SafetensorsEntry {
@@ -48,37 +48,10 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
     return s + "]";
 }
 
-/// The reference's dtype enum order: a tensor of a higher rank is written first.
+/// The dtype's position in the reference's dtype enum (the element table's column): the
+/// reference's writer puts a tensor of a later position first.
 [[nodiscard]] constexpr int safetensors_rank(Dtype d) noexcept {
-    switch (d) {
-        case Dtype::BOOL:
-            return 0;
-        case Dtype::U8:
-            return 1;
-        case Dtype::I8:
-            return 2;
-        case Dtype::I16:
-            return 3;
-        case Dtype::U16:
-            return 4;
-        case Dtype::F16:
-            return 5;
-        case Dtype::BF16:
-            return 6;
-        case Dtype::I32:
-            return 7;
-        case Dtype::U32:
-            return 8;
-        case Dtype::F32:
-            return 9;
-        case Dtype::F64:
-            return 10;
-        case Dtype::I64:
-            return 11;
-        case Dtype::U64:
-            return 12;
-    }
-    return -1;
+    return is_dtype(d) ? dtype_table[static_cast<std::size_t>(d)].safetensors_position : -1;
 }
 
 /// A JSON string literal as serde_json writes it (", \ and control characters escaped, other
@@ -148,6 +121,6 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
     return n;
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -28,7 +28,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// A parsed and validated header, with its entries indexed by name.
 struct SafetensorsHeader {
@@ -205,14 +205,13 @@ private:
             }
             const auto parsed = parse_dtype(s.text);
             if (!parsed) {
-                constexpr std::string_view reference_only[] = {"C64",     "F8_E4M3", "F8_E5M2", "F8_E8M0",
-                                                               "F6_E2M3", "F6_E3M2", "F4"};
+                constexpr std::string_view reference_only[] = {"C64", "F6_E2M3", "F6_E3M2", "F4"};
                 const bool known =
                     std::find(std::begin(reference_only), std::end(reference_only), s.text) != std::end(reference_only);
-                fail(where() + ": dtype", "\"" + std::string(s.text) +
-                                              (known ? "\" is a safetensors dtype syncblob does not support"
-                                                     : "\" is not a safetensors dtype (expected F64 F32 F16 BF16 "
-                                                       "I64 I32 I16 I8 U64 U32 U16 U8 BOOL)"));
+                fail(where() + ": dtype",
+                     "\"" + std::string(s.text) +
+                         (known ? "\" is a safetensors dtype syncblob does not support"
+                                : "\" is not a safetensors dtype (expected " + dtype_names() + ")"));
             }
             entry_.dtype = *parsed;
         } else if (field_ == 2) {
@@ -248,10 +247,10 @@ private:
                 fail(where(), std::string("missing \"") + name + "\"");
             }
         }
-        if (auto problem = extents_problem(entry_.shape)) {
+        if (auto problem = syncblob::detail::extents_problem(entry_.shape)) {
             fail(where() + ": shape", *problem);
         }
-        entry_.count = static_cast<std::uint64_t>(count_of(entry_.shape));
+        entry_.count = static_cast<std::uint64_t>(syncblob::detail::count_of(entry_.shape));
         charge(sizeof(SafetensorsEntry) + 2 * 8 + entry_.name.size() + entry_.shape.size() * sizeof(std::int64_t));
         out_.entries.push_back(std::move(entry_));
     }
@@ -343,6 +342,6 @@ template <class Input>
     return header;
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -17,7 +17,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 template <Element T, SyncedAllocator A>
 class StagedLoad {
@@ -75,6 +75,6 @@ private:
     bool take_diff_ = false;
 };
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE
