@@ -39,6 +39,10 @@ concept Element = detail::is_one_of<T, float, double, half, bfloat16, std::int64
 template <class T>
 concept FloatingElement = detail::is_one_of<T, float, double, half, bfloat16>;
 
+/// The type math accumulates and returns in: double for double, float for float, half and bfloat16.
+template <FloatingElement T>
+using accumulator_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 /// The dtype tag of an element type.
 template <Element T>
 inline constexpr Dtype dtype_of = [] {
