@@ -64,12 +64,19 @@ struct ScalarLanes {
 };
 
 // An operation's body: inlined into the kernel of each path, which alone carries that path's
-// instruction set (a vector type may only cross a call between functions compiled for it).
+// instruction set (a vector type may only cross a call between functions compiled for it). nvcc is
+// told not to check where it may run: on the device with ScalarLanes, on the host with host lanes.
 #define SYNCBLOB_OPERATION SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE
+#if defined(__CUDACC__)
+#define SYNCBLOB_ANY_LANES _Pragma("nv_exec_check_disable")
+#else
+#define SYNCBLOB_ANY_LANES
+#endif
 
 /// Σ|x|.
 struct Asum {
     static constexpr const char* name = "asum";
+    SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V step(L, const V& sum, const V& x) const noexcept {
         return L::add(sum, L::abs(x));
@@ -79,6 +86,7 @@ struct Asum {
 /// Σx².
 struct Sumsq {
     static constexpr const char* name = "sumsq";
+    SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V step(L, const V& sum, const V& x) const noexcept {
         return L::madd(x, x, sum);
@@ -88,6 +96,7 @@ struct Sumsq {
 /// Σx·y.
 struct Dot {
     static constexpr const char* name = "dot";
+    SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V step(L, const V& sum, const V& x, const V& y) const noexcept {
         return L::madd(x, y, sum);
@@ -97,6 +106,7 @@ struct Dot {
 /// y − x (computed in the accumulator type, rounded once to the element type).
 struct Sub {
     static constexpr const char* name = "sub";
+    SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V apply(L, const V& y, const V& x) const noexcept {
         return L::sub(y, x);
@@ -108,6 +118,7 @@ template <class A>
 struct Scale {
     static constexpr const char* name = "scale";
     A alpha;
+    SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V apply(L, const V& x) const noexcept {
         return L::mul(x, L::set1(alpha));
@@ -115,6 +126,7 @@ struct Scale {
 };
 
 #undef SYNCBLOB_OPERATION
+#undef SYNCBLOB_ANY_LANES
 
 }  // namespace math::detail
 
