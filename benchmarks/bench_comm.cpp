@@ -2,12 +2,20 @@
 // All-reduce of a ParameterArena's diff through MPI against a raw MPI_Allreduce of the same bytes,
 // measured in the same run in alternating pairs: run it with `mpirun -np N bench_comm`.
 //
-// Each iteration all-reduces a plain buffer of S bytes (the baseline), then the arena's diff of S
-// bytes; before each, every rank meets at a barrier, and the time of an operation is the longest
-// over the ranks. Reported per row (medians over the iterations):
+// Each iteration all-reduces a plain buffer of S bytes (the baseline: one MPI_Allreduce) and the
+// arena's diff of S bytes, each first in every other iteration: `sum` and `mean` through
+// allreduce_diff, `bucketed_sum` and `bucketed_mean` through iallreduce_diff (buckets of 25 MiB) and
+// wait(). The row `raw` is the control: a second plain buffer in place of the arena, so its ratio
+// is the baseline against itself, and how far it is from 1 is the noise of that run; the row `ring`
+// is syncblob's ring all-reduce (a mean, in pieces of 4 MiB) called directly on that second buffer,
+// without the arena and the checks of a call around it. Before each call every rank meets at a
+// barrier, and the time of a call is the longest over the ranks.
+// Reported per row (medians over the iterations):
 //   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
 //   raw_busbw    the same for the raw MPI_Allreduce
 //   ratio        raw time / arena time (1 = the arena costs nothing over MPI itself)
+//   pair_ratio   the median over the iterations of each pair's raw time / arena time (the two
+//                measured back to back, so a slow phase of the shared machine hits both)
 // and one row for a model of 100 small blobs reduced one MPI call per blob (the naive way) against
 // the arena's single call (`speedup` = naive time / arena time).
 // Only rank 0 prints; `--benchmark_out` is honoured on rank 0 alone.
@@ -18,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,7 +82,7 @@ void add_layers(sb::ParameterArena<float>& arena, std::size_t bytes) {
     arena.add({floats - used - 64});
 }
 
-enum class Variant { sum, mean, bucketed };
+enum class Variant { raw, ring, sum, mean, bucketed_sum, bucketed_mean };
 
 void allreduce(benchmark::State& state, Variant variant) {
     const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
@@ -86,32 +95,69 @@ void allreduce(benchmark::State& state, Variant variant) {
     }
     std::vector<double> raw_times;
     std::vector<double> arena_times;
-    for (auto _ : state) {
-        raw_times.push_back(timed([&] {
-            MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        }));
-        const double t = timed([&] {
-            switch (variant) {
-                case Variant::sum:
-                    sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum);
-                    break;
-                case Variant::mean:
-                    sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean);
-                    break;
-                case Variant::bucketed:
-                    sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum, std::size_t{25} << 20).wait();
-                    break;
+    std::vector<double> pair_ratios;
+    const bool plain = variant == Variant::raw || variant == Variant::ring;
+    std::vector<float> control(plain ? raw.size() : 0, 1.0f);
+    const double measured = plain ? static_cast<double>(bytes) : static_cast<double>(arena.bytes());
+    MPI_Comm ring_comm = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &ring_comm);
+    const double per_byte = measured / static_cast<double>(bytes);
+    const auto raw_call = [&] {
+        MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    const auto arena_call = [&] {
+        switch (variant) {
+            case Variant::raw:
+                MPI_Allreduce(MPI_IN_PLACE, control.data(), static_cast<int>(control.size()), MPI_FLOAT, MPI_SUM,
+                              MPI_COMM_WORLD);
+                break;
+            case Variant::ring: {
+                sb::mpi::detail::RingAllreduce<float> ring(ring_comm, true, (std::size_t{4} << 20) / sizeof(float),
+                                                           sb::mpi::ring_pieces_in_flight, "bench_comm");
+                ring.add(control.data(), control.size());
+                ring.wait(MPI_COMM_WORLD, sb::mpi::detail::Deadline{}, "the ring",
+                          [] { return std::vector<std::shared_ptr<void>>{}; });
+                break;
             }
-        });
+            case Variant::sum:
+                sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum);
+                break;
+            case Variant::mean:
+                sb::mpi::allreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean);
+                break;
+            case Variant::bucketed_sum:
+                sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::sum, std::size_t{25} << 20).wait();
+                break;
+            case Variant::bucketed_mean:
+                sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean, std::size_t{25} << 20).wait();
+                break;
+        }
+    };
+    bool raw_first = true;
+    for (auto _ : state) {
+        // Each side goes first in every other pair: neither gains from running second (caches, the
+        // other ranks' lag), and a pair's two times are still back to back.
+        double t = 0;
+        if (raw_first) {
+            raw_times.push_back(timed(raw_call));
+            t = timed(arena_call);
+        } else {
+            t = timed(arena_call);
+            raw_times.push_back(timed(raw_call));
+        }
+        raw_first = !raw_first;
         arena_times.push_back(t);
+        pair_ratios.push_back(raw_times.back() * per_byte / t);
         state.SetIterationTime(t);
     }
     const double raw_t = median(raw_times);
     const double arena_t = median(arena_times);
-    state.counters["busbw_GBps"] = bus_bandwidth(static_cast<double>(arena.bytes()), arena_t) / 1e9;
+    state.counters["busbw_GBps"] = bus_bandwidth(measured, arena_t) / 1e9;
     state.counters["raw_busbw_GBps"] = bus_bandwidth(static_cast<double>(bytes), raw_t) / 1e9;
-    state.counters["ratio"] = raw_t * static_cast<double>(arena.bytes()) / static_cast<double>(bytes) / arena_t;
+    state.counters["ratio"] = raw_t * per_byte / arena_t;
+    state.counters["pair_ratio"] = median(pair_ratios);
     state.counters["ranks"] = ranks();
+    MPI_Comm_free(&ring_comm);
 }
 
 // 100 small blobs (10 KiB each): one MPI_Allreduce per blob, against one arena call.
@@ -149,9 +195,11 @@ void small_blobs(benchmark::State& state) {
 // Fixed iteration counts: every rank must run the same collectives, so nothing may adapt to timing.
 void register_all() {
     for (const int mib : {1, 4, 16, 64, 256}) {
-        const int iterations = mib <= 4 ? 40 : mib <= 16 ? 15 : mib <= 64 ? 6 : 3;
-        for (const auto& [name, variant] : {std::pair{"sum", Variant::sum}, std::pair{"mean", Variant::mean},
-                                            std::pair{"bucketed_sum", Variant::bucketed}}) {
+        const int iterations = mib <= 4 ? 40 : mib <= 16 ? 20 : mib <= 64 ? 10 : 5;
+        for (const auto& [name, variant] :
+             {std::pair{"raw", Variant::raw}, std::pair{"ring", Variant::ring}, std::pair{"sum", Variant::sum},
+              std::pair{"mean", Variant::mean}, std::pair{"bucketed_sum", Variant::bucketed_sum},
+              std::pair{"bucketed_mean", Variant::bucketed_mean}}) {
             benchmark::RegisterBenchmark((std::string("allreduce/") + name).c_str(), allreduce, variant)
                 ->Arg(mib)
                 ->Iterations(iterations)

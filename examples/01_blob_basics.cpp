@@ -108,8 +108,8 @@ int main() {
     } catch (const sb::ShapeError& e) {
         std::cout << "ShapeError: " << e.what() << '\n';
     }
-    other.copy_from(blob, /*copy_diff=*/false, /*reshape=*/true);
-    std::cout << "with reshape = true: " << other << '\n';
+    other.copy_from(blob, sb::Reshape::allowed);
+    std::cout << "with Reshape::allowed: " << other << '\n';
 
     // share_data makes two blobs of the same count use one data buffer: no copy, and writes through
     // one are seen through the other. The buffer lives as long as either blob holds it.

@@ -10,6 +10,7 @@
 
 #include <syncblob/blob.hpp>
 #include <syncblob/memory/pinned_pool.hpp>
+#include <syncblob/memory/simulated_device.hpp>
 
 namespace sb = syncblob;
 using Device = sb::SimulatedDevice;

@@ -169,7 +169,8 @@ TEST_CASE("ParameterArena refuses changes after seal, before any data moves", "[
                           Catch::Contains("Blob::share_diff") && Catch::Contains("fixed by ParameterArena::seal"));
         CHECK_THROWS_AS(arena[1].share_data(other), syncblob::StateError);
         CHECK_THROWS_AS(arena[1].set_host_data(lent.data(), lent.size()), syncblob::StateError);
-        CHECK_THROWS_AS(arena[1].copy_from(syncblob::Blob<float>({5}), false, true), syncblob::StateError);
+        CHECK_THROWS_AS(arena[1].copy_from(syncblob::Blob<float>({5}), syncblob::Reshape::allowed),
+                        syncblob::StateError);
         CHECK(arena[1].shape() == Shape{4});
         CHECK_NOTHROW(arena.data_buffer());
         arena[1].copy_from(other);  // same shape: a copy into the slice

@@ -2,6 +2,8 @@
 // Blob: copy_from (where the source is fresh), share_data / share_diff, move-only, clone.
 
 #include <cstdint>
+#include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -55,7 +57,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         BLOB_EQ((device_values<T, SimulatedDevice>(dst.device_data(), 6)), pattern<T>(6));
         BLOB_EQ(values(dst.host_data()), pattern<T>(6));
     }
-    {  // copy_diff: the diff only
+    {  // Part::diff: the diff only
         B src{4};
         write_pattern(src.mutable_host_diff(), 10);
         (void)src.mutable_device_diff();
@@ -64,7 +66,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         write_pattern(dst.mutable_host_data(), 30);
         dst.reset_stats();
         src.reset_stats();
-        dst.copy_from(src, true);
+        dst.copy_from(src, syncblob::Part::diff);
         BLOB_EQ(dst.diff_stats().device_to_device, 1);
         BLOB_EQ(dst.diff_stats().transfers(), 0);
         BLOB_EQ(src.diff_stats().transfers(), 0);
@@ -97,13 +99,13 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         B big{4, 4};
         write_pattern(big.mutable_host_data(), 5);
         (void)big.mutable_device_data();
-        dst.copy_from(big, false, true);
+        dst.copy_from(big, syncblob::Reshape::allowed);
         BLOB_EQ(dst.shape(), (Shape{4, 4}));
         BLOB_EQ(dst.capacity(), 16);
         BLOB_EQ(values(dst.host_data()), pattern<T>(16, 5));
         const B none;
         BLOB_THROWS(ShapeError, dst.copy_from(none), "(0)");
-        dst.copy_from(none, false, true);
+        dst.copy_from(none, syncblob::Reshape::allowed);
         BLOB_EQ(dst.has_shape(), false);
     }
     {  // from a HostOnly blob into a Simulated blob, and back
@@ -112,7 +114,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         write_pattern(host.mutable_host_diff(), 20);
         B sim{5};
         sim.copy_from(host);
-        sim.copy_from(host, true);
+        sim.copy_from(host, syncblob::Part::diff);
         BLOB_EQ(values(sim.host_data()), pattern<T>(5, 0));
         BLOB_EQ(values(sim.host_diff()), pattern<T>(5, 20));
         BLOB_EQ(sim.data_stats().device_allocations, 0);
@@ -121,7 +123,7 @@ TEMPLATE_LIST_TEST_CASE("Blob copy_from copies where the source is fresh", "[blo
         host.copy_from(sim);
         BLOB_EQ(values(host.host_data()), pattern<T>(5, 60));
         syncblob::Blob<T, syncblob::HostOnly> adopted;
-        adopted.copy_from(sim, false, true);
+        adopted.copy_from(sim, syncblob::Reshape::allowed);
         BLOB_EQ(adopted.shape_string(), "5 (5)");
         BLOB_EQ(values(adopted.host_data()), pattern<T>(5, 60));
     }
@@ -158,7 +160,7 @@ TEMPLATE_LIST_TEST_CASE("Blob share_data and share_diff", "[blob]", ZipCases) {
         write_pattern(a.mutable_host_data(), 9);
         BLOB_EQ(values(b.host_data()), pattern<T>(4, 9));
         write_pattern(a.mutable_host_diff(), 1);
-        BLOB_EQ(values(b.host_diff()), std::vector<double>(4, 0.0));
+        BLOB_EQ(values(b.host_diff()), zeros<T>(4));
         a.share_diff(b);
         write_pattern(b.mutable_host_diff(), 2);
         BLOB_EQ(values(a.host_diff()), pattern<T>(4, 2));
@@ -233,4 +235,59 @@ TEST_CASE("Blob share_data and share_diff refuse a shapeless blob even after res
     syncblob::Blob<float> shaped{0};
     CHECK_THROWS_AS(shaped.share_data(a), syncblob::ShapeError);
     CHECK_THROWS_AS(a.share_data(shaped), syncblob::ShapeError);
+}
+
+TEST_CASE("Blob keeps its whole state through a failed copy_from, and swap and move carry all of it", "[blob][state]") {
+    using B = syncblob::Blob<float, syncblob::Simulated>;
+    const SimulatedDevice::Scope scope({});
+    const auto stream = SimulatedDevice::create_stream();
+    B source{3};
+    source.fill(4.0f);
+    (void)source.mutable_device_data();  // device-fresh: the copy allocates the target's device side
+
+    B target{2};
+    target.fill(1.0f);
+    target.set_stream(stream);
+    target.fix_layout("the test's arena");
+    const auto data = target.data_buffer();
+    const auto stats = target.data_stats();
+    {  // the same shape, so the fixed layout allows the copy, which then fails to allocate
+        B same{2};
+        same.fill(2.0f);
+        (void)same.mutable_device_data();
+        const SimulatedDevice::Scope failing({.fail_allocation = 1});
+        CHECK_THROWS_AS(target.copy_from(same), std::bad_alloc);
+    }
+    CHECK(target.stream() == stream);
+    CHECK(target.layout_owner() == std::string("the test's arena"));
+    CHECK(target.data_buffer() == data);
+    CHECK(target.data_buffer()->stream() == stream);
+    CHECK(target.data_stats() == stats);
+    CHECK(target.host_data()[1] == 1.0f);
+
+    B free_target{2};
+    free_target.set_stream(stream);
+    {  // a copy that reshapes first, then fails: the old shape, buffers and stream come back
+        const SimulatedDevice::Scope failing({.fail_allocation = 1});
+        CHECK_THROWS_AS(free_target.copy_from(source, syncblob::Reshape::allowed), std::bad_alloc);
+    }
+    CHECK(free_target.shape_string() == "2 (2)");
+    CHECK(free_target.stream() == stream);
+    CHECK(free_target.data_buffer()->stream() == stream);
+    CHECK_FALSE(free_target.layout_fixed());
+
+    // swap and move exchange every member, the stream and the layout mark included
+    B other{5};
+    swap(target, other);
+    CHECK(other.stream() == stream);
+    CHECK(other.layout_owner() == std::string("the test's arena"));
+    CHECK(target.stream() == SimulatedDevice::default_stream());
+    CHECK_FALSE(target.layout_fixed());
+    CHECK(target.shape_string() == "5 (5)");
+    B moved = std::move(other);
+    CHECK(moved.stream() == stream);
+    CHECK(moved.layout_fixed());
+    CHECK(moved.data_buffer() == data);
+    CHECK_FALSE(other.layout_fixed());  // NOLINT(bugprone-use-after-move): a moved-from blob is empty and free
+    CHECK(other.stream() == SimulatedDevice::default_stream());
 }

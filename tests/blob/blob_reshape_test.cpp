@@ -30,7 +30,7 @@ TEMPLATE_LIST_TEST_CASE("Blob reshape keeps capacity: grows once, shrinks and re
     BLOB_EQ(b.count(), 8);
     BLOB_EQ(b.capacity(), 8);
     BLOB_EQ(b.data_stats().host_allocations, 1);
-    BLOB_EQ(values(b.host_data()), std::vector<double>(8, 0.0));  // contents are not kept when it reallocates
+    BLOB_EQ(values(b.host_data()), zeros<T>(8));  // contents are not kept when it reallocates
     (void)b.host_data();
     (void)b.mutable_host_diff();
     (void)b.host_diff();
@@ -149,7 +149,7 @@ TEMPLATE_LIST_TEST_CASE("Blob reshape_like, reserve and shrink_to_fit", "[blob]"
         (void)b.host_data();
         BLOB_EQ(b.data_stats().host_allocations, allocations);  // reshaping up to the reserve allocates nothing
         auto expected = pattern<T>(4, 0);
-        expected.resize(10, 0.0);  // the reserved tail reads as zeros, like any first access
+        expected.resize(10, zero_fill_value<T>());  // the reserved tail reads as zeros, like any first access
         BLOB_EQ(values(b.host_data()), expected);
 
         B empty;

@@ -72,8 +72,8 @@ TEMPLATE_LIST_TEST_CASE("Blob constructors", "[blob]", AllCases) {
         BLOB_TRUE(no_activity(b.data_stats()));
         BLOB_TRUE(no_activity(b.diff_stats()));
         BLOB_EQ(b.data_head(), Head::uninitialized);
-        BLOB_EQ(values(b.host_data()), std::vector<double>(6, 0.0));
-        BLOB_EQ(values(b.host_diff()), std::vector<double>(6, 0.0));
+        BLOB_EQ(values(b.host_data()), zeros<typename TestType::element>(6));
+        BLOB_EQ(values(b.host_diff()), zeros<typename TestType::element>(6));
         BLOB_EQ(b.data_stats().host_allocations, 1);
         BLOB_EQ(b.diff_stats().host_allocations, 1);
     }

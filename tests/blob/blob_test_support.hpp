@@ -27,8 +27,8 @@ struct Case {
     using blob = syncblob::Blob<T, A>;
 };
 
-using Elements = std::tuple<float, double, half, bfloat16, std::int8_t, std::int16_t, std::int32_t, std::int64_t,
-                            std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t, bool>;
+/// Every element type of the table (core/element.hpp), the 8-bit floats included.
+using Elements = syncblob::ElementTypes;
 
 template <class List, class A>
 struct with_allocator;
@@ -37,7 +37,7 @@ struct with_allocator<std::tuple<Ts...>, A> {
     using type = std::tuple<Case<Ts, A>...>;
 };
 
-/// Every element type under HostOnly, then under Simulated (26 cases).
+/// Every element type under HostOnly, then under Simulated (32 cases).
 using HostOnlyCases = with_allocator<Elements, syncblob::HostOnly>::type;
 using SimulatedCases = with_allocator<Elements, syncblob::Simulated>::type;
 using AllCases = decltype(std::tuple_cat(HostOnlyCases{}, SimulatedCases{}));
@@ -49,7 +49,9 @@ using ZipCases =
                Case<std::int16_t, syncblob::Simulated>, Case<std::int32_t, syncblob::HostOnly>,
                Case<std::int64_t, syncblob::Simulated>, Case<std::uint8_t, syncblob::Simulated>,
                Case<std::uint16_t, syncblob::HostOnly>, Case<std::uint32_t, syncblob::Simulated>,
-               Case<std::uint64_t, syncblob::HostOnly>, Case<bool, syncblob::Simulated>>;
+               Case<std::uint64_t, syncblob::HostOnly>, Case<bool, syncblob::Simulated>,
+               Case<syncblob::float8_e4m3fn, syncblob::HostOnly>, Case<syncblob::float8_e5m2, syncblob::Simulated>,
+               Case<syncblob::float8_e8m0fnu, syncblob::HostOnly>>;
 
 template <class A>
 inline constexpr bool has_device = A::device_backend::has_device;
@@ -62,6 +64,8 @@ T make(std::int64_t i) {
         return i % 3 != 0;
     } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
         return T(static_cast<float>(k));
+    } else if constexpr (std::is_class_v<T>) {  // an 8-bit float: its k-th positive value
+        return T::from_bits(static_cast<std::uint8_t>(k));
     } else {
         return static_cast<T>(k);
     }
@@ -69,7 +73,7 @@ T make(std::int64_t i) {
 
 template <class T>
 double to_double(T v) {
-    if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    if constexpr (std::is_class_v<T>) {  // half, bfloat16, the 8-bit floats
         return static_cast<double>(static_cast<float>(v));
     } else if constexpr (std::is_same_v<T, bool>) {
         return v ? 1.0 : 0.0;
@@ -156,9 +160,30 @@ constexpr std::string_view expected_dtype() {
         return "U32";
     } else if constexpr (std::is_same_v<T, std::uint64_t>) {
         return "U64";
+    } else if constexpr (std::is_same_v<T, syncblob::float8_e4m3fn>) {
+        return "F8_E4M3";
+    } else if constexpr (std::is_same_v<T, syncblob::float8_e5m2>) {
+        return "F8_E5M2";
+    } else if constexpr (std::is_same_v<T, syncblob::float8_e8m0fnu>) {
+        return "F8_E8M0";
     } else {
         return "BOOL";
     }
+}
+
+/// What a first access reads, as a double: the value of the all-zero bit pattern the buffer is
+/// filled with (0 and false; 2^-127 for float8_e8m0fnu, which has no zero).
+template <class T>
+double zero_fill_value() {
+    T v{};
+    std::memset(static_cast<void*>(&v), 0, sizeof v);
+    return to_double(v);
+}
+
+/// `n` elements as a first access reads them.
+template <class T>
+std::vector<double> zeros(std::int64_t n) {
+    return std::vector<double>(static_cast<std::size_t>(n), zero_fill_value<T>());
 }
 
 /// Stats with every counter zero.

@@ -37,7 +37,7 @@ TEMPLATE_LIST_TEST_CASE("Blob fill and fill_diff", "[blob]", ZipCases) {
     B b{3, 2};
     b.fill(make<T>(5));
     BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
-    BLOB_EQ(values(b.host_diff()), std::vector<double>(6, 0.0));
+    BLOB_EQ(values(b.host_diff()), zeros<T>(6));
     b.fill_diff(make<T>(2));
     BLOB_EQ(values(b.host_diff()), constant(6, make<T>(2)));
     BLOB_EQ(values(b.host_data()), constant(6, make<T>(5)));
@@ -61,6 +61,13 @@ TEMPLATE_LIST_TEST_CASE("Blob operator<< prints the shape and the values of smal
     write_pattern(b.mutable_host_data(), 0);
     if constexpr (std::is_same_v<T, bool>) {
         BLOB_EQ(printed(b), "Blob<BOOL>(2 3 (6)) [false, true, true, false, true, true]");
+    } else if constexpr (sizeof(T) == 1 && std::is_class_v<T>) {  // an 8-bit float: make<T> gives its first patterns
+        std::ostringstream want;
+        want << "Blob<" << name << ">(2 3 (6)) [";
+        for (int i = 0; i < 6; ++i) {
+            want << (i == 0 ? "" : ", ") << static_cast<float>(make<T>(i));
+        }
+        BLOB_EQ(printed(b), want.str() + "]");
     } else {
         BLOB_EQ(printed(b), "Blob<" + name + ">(2 3 (6)) [1, 2, 3, 4, 5, 6]");
     }
@@ -92,6 +99,13 @@ TEST_CASE("Blob operator<< prints 8-bit integers as numbers, bool as words, 16-b
     Blob<syncblob::bfloat16> bf{1};
     bf.fill(syncblob::bfloat16(-2.25f));
     CHECK(printed(bf) == "Blob<BF16>(1 (1)) [-2.25]");
+    Blob<syncblob::float8_e4m3fn> e4m3{2};
+    e4m3.mutable_host_data()[0] = syncblob::float8_e4m3fn::from_bits(0x3C);  // 1.5
+    e4m3.mutable_host_data()[1] = syncblob::float8_e4m3fn::from_bits(0xA8);  // -0.25
+    CHECK(printed(e4m3) == "Blob<F8_E4M3>(2 (2)) [1.5, -0.25]");
+    Blob<syncblob::float8_e8m0fnu> e8m0{1};
+    e8m0.fill(syncblob::float8_e8m0fnu::from_bits(0x81));  // 2^2
+    CHECK(printed(e8m0) == "Blob<F8_E8M0>(1 (1)) [4]");
     Blob<double> scalar{Shape{}};
     scalar.fill(0.5);
     CHECK(printed(scalar) == "Blob<F64>((1)) [0.5]");
@@ -171,7 +185,8 @@ TEST_CASE("Blob<bool> under SimulatedDevice checking mode keeps valid bools on t
     CHECK(seen == std::vector<unsigned>(32, 0xFFu));
 }
 
-TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but never leave an invalid tail", "[blob]") {
+TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but never leave an invalid tail",
+          "[blob][overwrite]") {
     SECTION("device data: no host-to-device copy for bytes about to be overwritten") {
         Blob<float, syncblob::Simulated> b{4};
         b.fill(1.0f);
@@ -219,6 +234,22 @@ TEST_CASE("Blob for_overwrite accessors skip the zero-fill and the copy, but nev
         unsigned char tail = 1;
         std::memcpy(&tail, &d.host_data()[7], 1);
         CHECK(tail == 0);
+    }
+    SECTION("capacity past count, device-fresh: only the tail past count() is copied to the host") {
+        Blob<float, syncblob::Simulated> b{8};
+        b.fill(1.0f);
+        (void)b.mutable_device_data();
+        b.reshape({2});
+        b.reset_stats();
+        auto host = b.mutable_host_data_for_overwrite();
+        CHECK(b.data_head() == Head::at_host);
+        CHECK(b.data_stats().device_to_host == 1);
+        CHECK(b.data_stats().device_to_host_bytes == 6 * sizeof(float));  // the tail, not the 2 overwritten
+        host[0] = 5.0f;
+        host[1] = 6.0f;
+        b.reshape({8});
+        CHECK(std::vector<float>(b.host_data().begin(), b.host_data().end()) ==
+              std::vector<float>{5.0f, 6.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f});
     }
     SECTION("a host-only blob has no device side") {
         Blob<float> b{4};

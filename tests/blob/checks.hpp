@@ -25,13 +25,11 @@ namespace blob_test {
 /// Text of a value for comparison and for the failure message.
 template <class V>
 std::string text(const V& v) {
-    using syncblob::bfloat16;
-    using syncblob::half;
     std::ostringstream os;
     os.precision(17);
     if constexpr (std::is_same_v<V, bool>) {
         os << (v ? "true" : "false");
-    } else if constexpr (std::is_same_v<V, half> || std::is_same_v<V, bfloat16>) {
+    } else if constexpr (requires { V::from_bits(0); }) {  // half, bfloat16, the 8-bit floats
         os << static_cast<float>(v);
     } else if constexpr (std::is_same_v<V, std::int8_t> || std::is_same_v<V, std::uint8_t>) {
         os << static_cast<int>(v);

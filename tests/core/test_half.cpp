@@ -136,28 +136,25 @@ std::vector<float> probe_floats(Format f) {
     return out;
 }
 
-}  // namespace
-
-// ---- binary16 -----------------------------------------------------------------------------------------
-
-TEST_CASE("half decodes every bit pattern and round-trips through float", "[core][half]") {
+/// Every bit pattern of T decodes to the reference value and converts back to itself (a NaN to a
+/// NaN of the same sign; a quiet one, whose quiet bit is `quiet_bit`, with its payload).
+template <class T>
+void check_every_pattern(Format format, std::uint16_t quiet_bit) {
     int wrong_value = 0;
     int wrong_round_trip = 0;
     std::uint32_t first_bad = 0x10000;
     for (std::uint32_t b = 0; b <= 0xFFFFu; ++b) {
         const auto bits = static_cast<std::uint16_t>(b);
-        const float f = static_cast<float>(half::from_bits(bits));
-        if (!same_value(static_cast<double>(f), decode(binary16, bits))) {
+        const float f = static_cast<float>(T::from_bits(bits));
+        if (!same_value(static_cast<double>(f), decode(format, bits))) {
             ++wrong_value;
             first_bad = std::min(first_bad, b);
         }
-        const std::uint16_t back = half(f).bits;
-        const bool nan = std::isnan(f);
-        const bool quiet = (bits & 0x0200u) != 0;
-        // NaNs stay NaNs of the same sign; quiet NaNs keep their payload exactly.
-        const bool ok = nan ? (std::isnan(static_cast<float>(half::from_bits(back))) &&
-                               (back & 0x8000u) == (bits & 0x8000u) && (!quiet || back == bits))
-                            : back == bits;
+        const std::uint16_t back = T(f).bits;
+        const bool quiet = (bits & quiet_bit) != 0;
+        const bool ok = std::isnan(f) ? (std::isnan(static_cast<float>(T::from_bits(back))) &&
+                                         (back & 0x8000u) == (bits & 0x8000u) && (!quiet || back == bits))
+                                      : back == bits;
         if (!ok) {
             ++wrong_round_trip;
             first_bad = std::min(first_bad, b);
@@ -168,14 +165,16 @@ TEST_CASE("half decodes every bit pattern and round-trips through float", "[core
     CHECK(wrong_round_trip == 0);
 }
 
-TEST_CASE("float to half rounds to nearest even, like an independent reference", "[core][half]") {
+/// Every probe float converts to T as the reference rounding says.
+template <class T>
+void check_rounding(Format format) {
     REQUIRE(std::fegetround() == FE_TONEAREST);
-    const std::vector<float> probes = probe_floats(binary16);
+    const std::vector<float> probes = probe_floats(format);
     std::size_t wrong = 0;
     std::string first;
     for (const float x : probes) {
-        const std::uint16_t bits = half(x).bits;
-        if (!same_value(decode(binary16, bits), round_to(binary16, x))) {
+        const std::uint16_t bits = T(x).bits;
+        if (!same_value(decode(format, bits), round_to(format, x))) {
             if (wrong++ == 0) {
                 first = describe(x);
             }
@@ -183,6 +182,18 @@ TEST_CASE("float to half rounds to nearest even, like an independent reference",
     }
     INFO(probes.size() << " floats; first wrong: " << first);
     CHECK(wrong == 0);
+}
+
+}  // namespace
+
+// ---- binary16 -----------------------------------------------------------------------------------------
+
+TEST_CASE("half decodes every bit pattern and round-trips through float", "[core][half]") {
+    check_every_pattern<half>(binary16, 0x0200u);
+}
+
+TEST_CASE("float to half rounds to nearest even, like an independent reference", "[core][half]") {
+    check_rounding<half>(binary16);
     // a few values written out by hand
     CHECK(half(1.0f).bits == 0x3C00);
     CHECK(half(-2.0f).bits == 0xC000);
@@ -233,46 +244,11 @@ TEST_CASE("float to half agrees with the compiler's _Float16", "[core][half]") {
 // ---- bfloat16 ---------------------------------------------------------------------------------------------
 
 TEST_CASE("bfloat16 decodes every bit pattern and round-trips through float", "[core][bfloat16]") {
-    int wrong_value = 0;
-    int wrong_round_trip = 0;
-    std::uint32_t first_bad = 0x10000;
-    for (std::uint32_t b = 0; b <= 0xFFFFu; ++b) {
-        const auto bits = static_cast<std::uint16_t>(b);
-        const float f = static_cast<float>(bfloat16::from_bits(bits));
-        if (!same_value(static_cast<double>(f), decode(bfloat, bits))) {
-            ++wrong_value;
-            first_bad = std::min(first_bad, b);
-        }
-        const std::uint16_t back = bfloat16(f).bits;
-        const bool quiet = (bits & 0x0040u) != 0;
-        const bool ok = std::isnan(f) ? (std::isnan(static_cast<float>(bfloat16::from_bits(back))) &&
-                                         (back & 0x8000u) == (bits & 0x8000u) && (!quiet || back == bits))
-                                      : back == bits;
-        if (!ok) {
-            ++wrong_round_trip;
-            first_bad = std::min(first_bad, b);
-        }
-    }
-    INFO("first bad pattern 0x" << std::hex << first_bad);
-    CHECK(wrong_value == 0);
-    CHECK(wrong_round_trip == 0);
+    check_every_pattern<bfloat16>(bfloat, 0x0040u);
 }
 
 TEST_CASE("float to bfloat16 rounds to nearest even, like an independent reference", "[core][bfloat16]") {
-    REQUIRE(std::fegetround() == FE_TONEAREST);
-    const std::vector<float> probes = probe_floats(bfloat);
-    std::size_t wrong = 0;
-    std::string first;
-    for (const float x : probes) {
-        const std::uint16_t bits = bfloat16(x).bits;
-        if (!same_value(decode(bfloat, bits), round_to(bfloat, x))) {
-            if (wrong++ == 0) {
-                first = describe(x);
-            }
-        }
-    }
-    INFO(probes.size() << " floats; first wrong: " << first);
-    CHECK(wrong == 0);
+    check_rounding<bfloat16>(bfloat);
     CHECK(bfloat16(1.0f).bits == 0x3F80);
     CHECK(bfloat16(1.0f + 1.0f / 256).bits == 0x3F80);                  // tie, to even
     CHECK(bfloat16(1.0f + 3.0f / 256).bits == 0x3F82);                  // tie, to even (up)

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include <syncblob/core/hardware.hpp>
 #include <syncblob/core/thread_pool.hpp>
 
 namespace parallel = syncblob::parallel;
@@ -52,14 +53,14 @@ TEST_CASE("a fork child's first parallel call works (the child makes a pool of i
     const unsigned threads = parallel::max_threads();
     parallel::set_max_threads(2);
     REQUIRE(every_part_runs(2) == 0);  // the parent's pool exists (its workers are not in the child)
-    const auto* parents = &parallel::detail::WorkerPool::instance();
+    const auto* parents = &syncblob::detail::WorkerPool::instance();
     CHECK(in_child([parents] {
-              const auto* own = &parallel::detail::WorkerPool::instance();
-              const bool fresh = own != parents && own->workers() == parallel::available_cpus() - 1;
+              const auto* own = &syncblob::detail::WorkerPool::instance();
+              const bool fresh = own != parents && own->workers() == syncblob::available_cpus() - 1;
               return (fresh ? 0 : 4) + every_part_runs(2) + every_part_runs(5);
           }) == 0);
     CHECK(every_part_runs(3) == 0);  // and the parent's pool is untouched
-    CHECK(&parallel::detail::WorkerPool::instance() == parents);
+    CHECK(&syncblob::detail::WorkerPool::instance() == parents);
     parallel::set_max_threads(threads);
 }
 
@@ -71,7 +72,7 @@ TEST_CASE("the pool is sized by the CPUs the process may use, not the machine's"
         if (sched_setaffinity(0, sizeof(one), &one) != 0) {
             return 2;
         }
-        if (parallel::available_cpus() != 1 || parallel::detail::WorkerPool::instance().workers() != 0) {
+        if (syncblob::available_cpus() != 1 || syncblob::detail::WorkerPool::instance().workers() != 0) {
             return 3;
         }
         return every_part_runs(4);  // on one CPU, the caller runs every part itself
@@ -80,11 +81,14 @@ TEST_CASE("the pool is sized by the CPUs the process may use, not the machine's"
     cpu_set_t mine;
     CPU_ZERO(&mine);
     REQUIRE(sched_getaffinity(0, sizeof(mine), &mine) == 0);
-    CHECK(parallel::available_cpus() == static_cast<unsigned>(CPU_COUNT(&mine)));
+    CHECK(syncblob::available_cpus() == static_cast<unsigned>(CPU_COUNT(&mine)));
 }
 
 TEST_CASE("cache sizes come from the system, with a fallback for a level it does not have", "[parallel]") {
-    CHECK(parallel::cache_bytes(1) >= 4096);
-    CHECK(parallel::cache_bytes(2) >= parallel::cache_bytes(1));
-    CHECK(parallel::cache_bytes(9, 12345) == 12345);
+    CHECK(syncblob::cache_bytes(1) >= 4096);
+    CHECK(syncblob::cache_bytes(2) >= syncblob::cache_bytes(1));
+    CHECK(syncblob::cache_bytes(9, 12345) == 12345);
+    // The names the pool's header gave the probes before they had a header of their own.
+    STATIC_REQUIRE(&parallel::cache_bytes == &syncblob::cache_bytes);
+    STATIC_REQUIRE(&parallel::available_cpus == &syncblob::available_cpus);
 }

@@ -96,7 +96,7 @@ void check_device_conversion() {
     for (std::size_t i = 0; i < source.size(); ++i) {
         INFO(syncblob::element_name<From>()
              << " -> " << syncblob::element_name<To>() << " of " << as_double(source[i]));
-        REQUIRE(same_value(got[i], sd::convert_element<To>(source[i])));
+        REQUIRE(same_value(got[i], syncblob::detail::convert_checked<To>(source[i]).value));
     }
 }
 
@@ -173,8 +173,8 @@ TEMPLATE_LIST_TEST_CASE("cuda::fill writes its value to every element on the dev
     using T = TestType;
     SYNCBLOB_REQUIRE_DEVICE(Device);
     const std::int64_t n = GENERATE(as<std::int64_t>{}, 1, 1000, 70000);
-    const T zero = sd::convert_element<T>(std::int8_t{0});
-    const T value = sd::convert_element<T>(std::int8_t{1});
+    const T zero = syncblob::detail::convert_checked<T>(std::int8_t{0}).value;
+    const T value = syncblob::detail::convert_checked<T>(std::int8_t{1}).value;
     DeviceArray<T> a(std::vector<T>(static_cast<std::size_t>(n) + 1, zero));
     syncblob::cuda::fill(a.get(), value, n, nullptr);
     const std::vector<T> got = a.download();
@@ -189,6 +189,23 @@ TEMPLATE_LIST_TEST_CASE("cuda::convert converts every pair of element types as t
     using From = TestType;
     SYNCBLOB_REQUIRE_DEVICE(Device);
     std::apply([](auto... to) { (check_device_conversion<decltype(to), From>(), ...); }, AllElements{});
+}
+
+TEST_CASE("cuda::convert_checked reports the first element that is not exact", "[cuda][kernels]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    // 300 and -1 do not fit U8; 1e30 does not fit F8_E4M3 (448 at most): the first index of each
+    const DeviceArray<std::int32_t> ints(std::vector<std::int32_t>{7, 255, 300, -1});
+    DeviceArray<std::uint8_t> bytes(4);
+    CHECK(syncblob::cuda::convert_checked(bytes.get(), ints.get(), 4, nullptr) == 2);
+    CHECK(bytes.download() == std::vector<std::uint8_t>{7, 255, 255, 0});
+    CHECK(syncblob::cuda::convert_checked(bytes.get(), ints.get(), 2, nullptr) == 2);
+    const DeviceArray<float> floats(std::vector<float>{0.5f, 448.0f, 1e30f});
+    DeviceArray<syncblob::float8_e4m3fn> fp8(3);
+    CHECK(syncblob::cuda::convert_checked(fp8.get(), floats.get(), 3, nullptr) == 2);
+    const std::vector<syncblob::float8_e4m3fn> got = fp8.download();
+    CHECK(got[0].bits == 0x30);
+    CHECK(got[1].bits == 0x7E);
+    CHECK(got[2].bits == 0x7E);  // saturated, as LoadOptions::saturate loads it
 }
 
 TEMPLATE_LIST_TEST_CASE("device reductions match the host on both paths", "[cuda][kernels][math]", FloatingTypes) {

@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include <syncblob/core/detail/convert.hpp>
 #include <syncblob/cuda/detail/functors.hpp>
-#include <syncblob/io/detail/convert.hpp>
 
 #include "kernel_test_values.hpp"
 
@@ -116,8 +116,8 @@ TEMPLATE_LIST_TEST_CASE("fill writes its value to every element and nothing past
                         AllElements) {
     using T = TestType;
     std::array<T, 9> v{};
-    v.fill(sd::convert_element<T>(std::int8_t{0}));
-    const T value = sd::convert_element<T>(std::int8_t{1});
+    v.fill(syncblob::detail::convert_checked<T>(std::int8_t{0}).value);
+    const T value = syncblob::detail::convert_checked<T>(std::int8_t{1}).value;
     sd::for_each_on_host(sd::FillAt<T>{v.data(), value}, 8);
     for (std::size_t i = 0; i < 8; ++i) {
         REQUIRE(v[i] == value);
@@ -130,14 +130,16 @@ namespace {
 template <class From, class To>
 void check_conversions() {
     for (const From v : conversion_sources<From>()) {
-        // the kernels convert exactly as files are converted on load
-        const To expected = syncblob::detail::convert_value<From, To>(v);
-        const To got = sd::convert_element<To>(v);
+        // the kernels' body converts exactly as files are converted on load (convert_elements)
+        const syncblob::detail::Converted<To> expected = syncblob::detail::convert_checked<To>(v);
         INFO(syncblob::element_name<From>() << " -> " << syncblob::element_name<To>() << " of " << as_double(v));
-        REQUIRE(same_value(got, expected));
-        To out{};
-        sd::ConvertAt<To, From>{&out, &v}(0);
-        REQUIRE(same_value(out, expected));
+        std::array<To, 6> out{};
+        std::array<From, 6> in{};
+        in.fill(v);
+        unsigned long long first = ~0ULL;
+        sd::ConvertAt<To, From>{out.data(), in.data(), &first}(5);
+        REQUIRE(same_value(out[5], expected.value));
+        REQUIRE(first == (expected.exact ? ~0ULL : 5ULL));
     }
 }
 
@@ -150,24 +152,37 @@ TEMPLATE_LIST_TEST_CASE("conversion between every pair of element types follows 
 }
 
 TEST_CASE("conversion rules on chosen values", "[cuda][functors][convert]") {
+    // the saturated values of docs/file-safety.md's table, written out
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const float inf = std::numeric_limits<float>::infinity();
-    CHECK(sd::convert_element<std::int32_t>(nan) == 0);
-    CHECK(sd::convert_element<std::int32_t>(-2.75f) == -2);
-    CHECK(sd::convert_element<std::int32_t>(3e9f) == 2147483647);
-    CHECK(sd::convert_element<std::int8_t>(-inf) == -128);
-    CHECK(sd::convert_element<std::uint8_t>(-5.0) == 0);
-    CHECK(sd::convert_element<std::uint8_t>(300.0) == 255);
-    CHECK(sd::convert_element<std::int64_t>(1e19) == std::numeric_limits<std::int64_t>::max());
-    CHECK(sd::convert_element<std::uint64_t>(1e20f) == std::numeric_limits<std::uint64_t>::max());
-    CHECK(sd::convert_element<std::uint8_t>(std::int32_t{300}) == 44);
-    CHECK(sd::convert_element<std::uint16_t>(std::int64_t{-1}) == 65535);
-    CHECK(sd::convert_element<std::int32_t>(std::int64_t{(1LL << 40) + 5}) == 5);
-    CHECK(sd::convert_element<bool>(nan));
-    CHECK_FALSE(sd::convert_element<bool>(-0.0));
-    CHECK(sd::convert_element<bool>(half(0.5f)));
-    CHECK(sd::convert_element<float>(true) == 1.0f);
-    CHECK(sd::convert_element<half>(std::int32_t{70000}).bits == 0x7C00u);  // past 65504: infinity
-    CHECK(sd::convert_element<bfloat16>(half(1.5f)).bits == 0x3FC0u);
-    CHECK(sd::convert_element<std::int16_t>(bfloat16(-3.9f)) == -3);
+    const auto convert = [](auto to, auto from) {
+        using To = decltype(to);
+        To out{};
+        sd::ConvertAt<To, decltype(from)>{&out, &from}(0);
+        return out;
+    };
+    CHECK(convert(std::int32_t{}, nan) == 0);
+    CHECK(convert(std::int32_t{}, -2.75f) == -2);
+    CHECK(convert(std::int32_t{}, 3e9f) == 2147483647);
+    CHECK(convert(std::int8_t{}, -inf) == -128);
+    CHECK(convert(std::uint8_t{}, -5.0) == 0);
+    CHECK(convert(std::uint8_t{}, 300.0) == 255);
+    CHECK(convert(std::int64_t{}, 1e19) == std::numeric_limits<std::int64_t>::max());
+    CHECK(convert(std::uint64_t{}, 1e20f) == std::numeric_limits<std::uint64_t>::max());
+    CHECK(convert(std::uint8_t{}, std::int32_t{300}) == 255);  // saturated, not wrapped
+    CHECK(convert(std::uint16_t{}, std::int64_t{-1}) == 0);
+    CHECK(convert(std::int32_t{}, std::int64_t{(1LL << 40) + 5}) == 2147483647);
+    CHECK(convert(bool{}, nan));
+    CHECK_FALSE(convert(bool{}, -0.0));
+    CHECK(convert(bool{}, half(0.5f)));
+    CHECK(convert(float{}, true) == 1.0f);
+    CHECK(convert(half{}, std::int32_t{70000}).bits == 0x7BFFu);  // past 65504: its largest finite value
+    CHECK(convert(half{}, inf).bits == 0x7C00u);                  // infinity stays infinity
+    CHECK(convert(bfloat16{}, half(1.5f)).bits == 0x3FC0u);
+    CHECK(convert(std::int16_t{}, bfloat16(-3.9f)) == -3);
+    CHECK(convert(syncblob::float8_e4m3fn{}, 1000.0f).bits == 0x7Eu);  // 448
+    CHECK(convert(syncblob::float8_e4m3fn{}, -inf).bits == 0xFEu);     // no infinity: -448
+    CHECK(convert(syncblob::float8_e5m2{}, inf).bits == 0x7Cu);
+    CHECK(convert(syncblob::float8_e8m0fnu{}, -1.0f).bits == 0x00u);  // positive only: 2^-127
+    CHECK(convert(float{}, syncblob::float8_e5m2::from_bits(0x7B)) == 57344.0f);
 }

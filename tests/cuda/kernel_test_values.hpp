@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <syncblob/core/element.hpp>
@@ -17,8 +18,8 @@ using syncblob::bfloat16;
 using syncblob::half;
 
 using FloatingTypes = std::tuple<float, double, half, bfloat16>;
-using AllElements = std::tuple<double, float, half, bfloat16, std::int64_t, std::int32_t, std::int16_t, std::int8_t,
-                               std::uint64_t, std::uint32_t, std::uint16_t, std::uint8_t, bool>;
+/// Every element type of the table, the 8-bit floats included.
+using AllElements = syncblob::ElementTypes;
 
 /// Multiples of 1/64 in [-4, 4): exact in every floating element type, as are their squares,
 /// products and differences in the accumulator type.
@@ -76,7 +77,7 @@ std::vector<From> conversion_sources() {
 /// Equal values (NaN equals NaN, and the sign of zero counts).
 template <class T>
 bool same_value(T a, T b) {
-    if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16> || std::floating_point<T>) {
+    if constexpr (std::is_class_v<T> || std::floating_point<T>) {  // half, bfloat16, the 8-bit floats
         const double da = as_double(a);
         const double db = as_double(b);
         return (std::isnan(da) && std::isnan(db)) || (da == db && std::signbit(da) == std::signbit(db));

@@ -115,6 +115,10 @@ TEST_CASE("dlpack: dtype codes of every element type, both ways", "[interop][dlp
     CHECK(dl_data_type<std::uint32_t> == dl::DLDataType{1, 32, 1});
     CHECK(dl_data_type<std::uint64_t> == dl::DLDataType{1, 64, 1});
     CHECK(dl_data_type<bool> == dl::DLDataType{6, 8, 1});
+    // DLPack 1.1: kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12, kDLFloat8_e8m0fnu 14
+    CHECK(dl_data_type<float8_e4m3fn> == dl::DLDataType{10, 8, 1});
+    CHECK(dl_data_type<float8_e5m2> == dl::DLDataType{12, 8, 1});
+    CHECK(dl_data_type<float8_e8m0fnu> == dl::DLDataType{14, 8, 1});
 
     for (Dtype d : all_dtypes) {
         INFO(dtype_name(d));
@@ -132,7 +136,11 @@ TEST_CASE("dlpack: dtype codes of every element type, both ways", "[interop][dlp
     }
     CHECK(dtype_from(dl::DLDataType{2, 32, 4}) == std::nullopt);  // lanes
     CHECK(dtype_from(dl::DLDataType{5, 64, 1}) == std::nullopt);  // complex
-    CHECK(dtype_from(dl::DLDataType{8, 8, 1}) == std::nullopt);   // float8
+    CHECK(dtype_from(dl::DLDataType{8, 8, 1}) == std::nullopt);   // float8_e4m3 (with infinities): not E4M3FN
+    CHECK(dtype_from(dl::DLDataType{11, 8, 1}) == std::nullopt);  // float8_e4m3fnuz
+    CHECK(dtype_from(dl::DLDataType{10, 8, 1}) == Dtype::F8_E4M3);
+    CHECK(dtype_from(dl::DLDataType{10, 16, 1}) == std::nullopt);
+    CHECK(dtype_string(dl::DLDataType{12, 8, 1}) == "F8_E5M2 (code 12, 8-bit)");
     CHECK(dtype_string(dl::DLDataType{2, 32, 4}) == "float32x4");
     CHECK(dtype_string(dl::DLDataType{9, 8, 1}) == "code 9 8-bit");
 }
@@ -480,6 +488,8 @@ TEST_CASE("dlpack: bad tensors are refused with a typed error, and released", "[
            static_cast<FormatError*>(nullptr));
     refuse(Spec{.data = p, .dtype = dl::DLDataType{2, 32, 4}, .shape = {2}}, "float32x4",
            static_cast<FormatError*>(nullptr));
+    refuse(Spec{.data = p, .dtype = dl_data_type<float8_e4m3fn>, .shape = {2}},
+           "dtype is F8_E4M3 (code 10, 8-bit), the blob holds F32", static_cast<FormatError*>(nullptr));
     refuse(Spec{.data = p, .shape = {2, 3}, .strides = {{1, 2}}},
            "strides (1, 2) of shape (2, 3) are not C-contiguous (axis 1 has stride 2 where 1 is needed)",
            static_cast<ShapeError*>(nullptr));

@@ -9,6 +9,7 @@
 #include <span>
 #include <syncblob/syncblob.hpp>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace test {
@@ -16,6 +17,9 @@ namespace test {
 using AllElements =
     std::tuple<float, double, syncblob::half, syncblob::bfloat16, std::int64_t, std::int32_t, std::int16_t, std::int8_t,
                std::uint64_t, std::uint32_t, std::uint16_t, std::uint8_t, bool>;
+
+/// The 8-bit floats: safetensors holds them, `.npy` does not (NumPy has no standard dtype for them).
+using Float8Elements = std::tuple<syncblob::float8_e4m3fn, syncblob::float8_e5m2, syncblob::float8_e8m0fnu>;
 
 /// A value that differs between neighbours and exercises the sign and high bits of each type.
 template <class T>
@@ -25,6 +29,8 @@ T value_at(std::size_t i, int salt = 0) {
         return (i + static_cast<std::size_t>(salt)) % 3 == 0;
     } else if constexpr (std::is_same_v<T, syncblob::half> || std::is_same_v<T, syncblob::bfloat16>) {
         return T(static_cast<float>(k % 500) * 0.25f);
+    } else if constexpr (std::is_class_v<T>) {  // an 8-bit float: its bit patterns in turn, NaNs included
+        return T::from_bits(static_cast<std::uint8_t>((k + 50) & 0xFF));
     } else if constexpr (std::is_floating_point_v<T>) {
         return static_cast<T>(static_cast<double>(k) * 0.125 + 1e-3);
     } else if constexpr (std::is_signed_v<T>) {

@@ -17,6 +17,7 @@
 
 #include <syncblob/io/caffe.hpp>
 
+#include "files.hpp"
 #include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
@@ -27,20 +28,12 @@ using syncblob::FormatError;
 using syncblob::Shape;
 using syncblob::ShapeError;
 
+using test::slurp;
+using test::spit;
+
 namespace {
 
 const std::filesystem::path proto_dir = SYNCBLOB_PROTO_DIR;
-
-std::string read_bytes(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    REQUIRE(in.good());
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
-    std::ofstream out(p, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // protoc's path, or "" when it is not installed.
 std::string protoc() {
@@ -52,12 +45,12 @@ std::string run_protoc(const std::string& mode, const std::string& message, cons
     test::TempDir dir;
     const auto in = dir.path() / "in";
     const auto out = dir.path() / "out";
-    write_bytes(in, input);
+    spit(in, input);
     const std::string command = protoc() + " " + mode + "=caffe." + message + " --proto_path=" + proto_dir.string() +
                                 " " + (proto_dir / "caffe_min.proto").string() + " < " + in.string() + " > " +
                                 out.string();
     REQUIRE(std::system(command.c_str()) == 0);
-    return read_bytes(out);
+    return slurp(out);
 }
 
 template <class T>
@@ -80,7 +73,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 }  // namespace
 
 TEST_CASE("protoc-made BlobProto with packed data loads with its shape and values", "[io][caffe]") {
-    const std::string bytes = read_bytes(proto_dir / "mean.pb");
+    const std::string bytes = slurp(proto_dir / "mean.pb");
     Blob<float> b;
     io::parse_blob_proto(bytes, b);
     CHECK(b.shape() == Shape{1, 3, 2, 2});
@@ -101,7 +94,7 @@ TEST_CASE("legacy num/channels/height/width give the shape and diff is read", "[
 }
 
 TEST_CASE("double_data and double_diff load into a Blob<double> exactly", "[io][caffe]") {
-    const std::string bytes = read_bytes(proto_dir / "double.pb");
+    const std::string bytes = slurp(proto_dir / "double.pb");
     Blob<double> b;
     io::parse_blob_proto(bytes, b);
     CHECK(b.shape() == Shape{2, 2});
@@ -125,7 +118,7 @@ TEST_CASE("double_data and double_diff load into a Blob<double> exactly", "[io][
 }
 
 TEST_CASE("float data into a Blob<double> needs LoadOptions::convert", "[io][caffe]") {
-    const std::string bytes = read_bytes(proto_dir / "legacy.pb");
+    const std::string bytes = slurp(proto_dir / "legacy.pb");
     Blob<double> d;
     CHECK_THROWS_AS(io::parse_blob_proto(bytes, d), FormatError);
     CHECK_FALSE(d.has_shape());
@@ -138,7 +131,7 @@ TEST_CASE("float data into a Blob<double> needs LoadOptions::convert", "[io][caf
 
 TEST_CASE("unpacked repeated floats and dims are read like packed ones", "[io][caffe]") {
     Blob<float> b;
-    io::parse_blob_proto(read_bytes(proto_dir / "unpacked.pb"), b);
+    io::parse_blob_proto(slurp(proto_dir / "unpacked.pb"), b);
     CHECK(b.shape() == Shape{3, 1});
     CHECK(values(b) == std::vector<float>{1.5f, -2.5f, 3.25f});
     CHECK(diffs(b) == std::vector<float>{0.5f, 0.25f, 0.125f});
@@ -198,8 +191,7 @@ TEST_CASE("the committed fixtures are protoc's encoding of their text", "[io][ca
         {"net_v1", "NetParameter"}};
     for (const auto& [name, message] : fixtures) {
         INFO(name);
-        CHECK(run_protoc("--encode", message, read_bytes(proto_dir / (name + ".txt"))) ==
-              read_bytes(proto_dir / (name + ".pb")));
+        CHECK(run_protoc("--encode", message, slurp(proto_dir / (name + ".txt"))) == slurp(proto_dir / (name + ".pb")));
     }
 }
 
@@ -283,7 +275,7 @@ TEMPLATE_TEST_CASE("binaryproto files round-trip every rank, with and without di
 }
 
 TEST_CASE("a strict load refuses another shape and leaves the blob unchanged", "[io][caffe]") {
-    const std::string bytes = read_bytes(proto_dir / "mean.pb");
+    const std::string bytes = slurp(proto_dir / "mean.pb");
     Blob<float> b{2, 6};
     b.fill(1.0f);
     io::LoadOptions strict;
@@ -298,7 +290,7 @@ TEST_CASE("a strict load refuses another shape and leaves the blob unchanged", "
 }
 
 TEST_CASE("LoadOptions::max_bytes bounds what a load allocates", "[io][caffe]") {
-    const std::string bytes = read_bytes(proto_dir / "mean.pb");
+    const std::string bytes = slurp(proto_dir / "mean.pb");
     io::LoadOptions small;
     small.max_bytes = 12 * sizeof(float) - 1;
     Blob<float> b;
@@ -314,7 +306,7 @@ TEST_CASE("LoadOptions::max_bytes bounds what a load allocates", "[io][caffe]") 
         zero_size += std::string("\x0a\x05\x3a\x03\x0a\x01\x00", 7);  // blobs { shape { dim: 0 } }
     }
     CHECK(io::parse_blob_proto_vector<float>(zero_size).size() == 2000);
-    small.max_bytes = 1000 * syncblob::detail::caffe::blob_overhead_bytes;
+    small.max_bytes = 1000 * syncblob::io::detail::caffe::blob_overhead_bytes;
     CHECK_THAT(test::message_of<FormatError>([&] { (void)io::parse_blob_proto_vector<float>(zero_size, small); }),
                Contains("LoadOptions::max_bytes"));
 }
@@ -490,6 +482,25 @@ TEST_CASE("a BlobProtoVector cut short at a blob boundary is caught by an expect
                Contains("v.binaryproto: BlobProtoVector.blobs: 1 blobs, 2 expected"));
     CHECK(io::parse_blob_proto_vector<float>(whole, {}, "v", std::size_t{2}).size() == 2);
     const test::TempDir dir;
-    write_bytes(dir.path() / "v.pb", first);
+    spit(dir.path() / "v.pb", first);
     CHECK_THROWS_AS(io::load_blob_proto_vector<float>(dir.path() / "v.pb", {}, std::size_t{2}), FormatError);
+}
+
+// Issue 34, case 8. Before: double_data beyond float's range became infinity in a float blob.
+TEST_CASE("a converting BlobProto load refuses a double a float blob cannot hold", "[io][caffe][convert]") {
+    using namespace std::string_literals;
+    const double big = 1e300;
+    std::string value(8, '\0');
+    std::memcpy(value.data(), &big, 8);
+    // double_data [0, 1e300] (packed), shape (2)
+    const std::string message = "\x42\x10"s + std::string(8, '\0') + value + "\x3a\x03\x0a\x01\x02"s;
+    Blob<float> f{1};
+    f.fill(4.0f);
+    io::LoadOptions convert;
+    convert.convert = true;
+    CHECK_THAT(
+        test::message_of<FormatError>([&] { io::parse_blob_proto(message, f, convert, "big.pb"); }),
+        Contains("big.pb") && Contains("BlobProto.double_data (field 8)") && Contains("1e+300") && Contains("F32"));
+    CHECK(f.shape() == Shape{1});
+    CHECK(values(f) == std::vector<float>{4});
 }

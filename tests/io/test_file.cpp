@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -27,29 +28,22 @@
 #include <stdexcept>
 #include <string>
 #include <syncblob/core/thread_pool.hpp>
-#include <syncblob/io/detail/convert.hpp>
 #include <syncblob/io/detail/posix_file.hpp>
 #include <syncblob/io/file.hpp>
 #include <thread>
 #include <vector>
 
+#include "files.hpp"
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
 
+using test::slurp;
+using test::spit;
+
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const fs::path& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-}
 
 std::size_t entries(const fs::path& folder) {
     return static_cast<std::size_t>(std::distance(fs::directory_iterator(folder), fs::directory_iterator()));
@@ -333,7 +327,7 @@ TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed u
     spit(target, "old contents");
 #if defined(__linux__)
     SECTION("unnamed (O_TMPFILE): nothing appears in the folder until the commit") {
-        detail::TemporaryFile file(target);
+        io::detail::TemporaryFile file(target);
         CHECK(file.name().empty());
         CHECK(file.path() == target);
         CHECK(::write(file.fd(), "new", 3) == 3);
@@ -344,7 +338,7 @@ TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed u
     }
 #endif
     SECTION("the named fallback, committed") {
-        detail::TemporaryFile file(target, /*allow_unnamed=*/false);
+        io::detail::TemporaryFile file(target, /*allow_unnamed=*/false);
         CHECK(file.name().parent_path() == dir.path());
         CHECK_THAT(file.name().filename().string(), Catch::Matchers::StartsWith(".weights.bin.tmp-"));
         CHECK(::write(file.fd(), "new", 3) == 3);
@@ -356,7 +350,7 @@ TEST_CASE("save_atomic's temporary: unnamed on Linux, else hidden, and removed u
     }
     SECTION("the named fallback, abandoned") {
         {
-            detail::TemporaryFile file(target, /*allow_unnamed=*/false);
+            io::detail::TemporaryFile file(target, /*allow_unnamed=*/false);
             CHECK(::write(file.fd(), "new", 3) == 3);
             CHECK(entries(dir.path()) == 2);
         }
@@ -381,7 +375,7 @@ TEST_CASE("a large read is split over the pool's threads and reads every byte wh
     const test::TempDir dir;
     const fs::path file = dir.path() / "large.bin";
     // 3.5 parts' worth: pieces of unequal size, and an end that is not a page boundary
-    const std::size_t bytes = detail::InputFile::parallel_read_part * 7 / 2 + 123;
+    const std::size_t bytes = io::detail::InputFile::parallel_read_part * 7 / 2 + 123;
     std::vector<std::uint32_t> words(bytes / 4 + 1);
     for (std::size_t i = 0; i < words.size(); ++i) {
         words[i] = static_cast<std::uint32_t>(i * 2654435761u);
@@ -394,7 +388,7 @@ TEST_CASE("a large read is split over the pool's threads and reads every byte wh
     for (const unsigned t : {1u, 2u, 4u}) {
         INFO(t << " threads");
         parallel::set_max_threads(t);
-        const detail::InputFile in(file);
+        const io::detail::InputFile in(file);
         std::vector<char> got(bytes + 7, '\x5a');
         in.read_at(5, got.data() + 3, bytes - 5, "the data");
         CHECK(std::memcmp(got.data() + 3, reinterpret_cast<const char*>(words.data()) + 5, bytes - 5) == 0);
@@ -439,67 +433,148 @@ TEST_CASE("throw_format_error formats source, where and what", "[io][file]") {
           }) == "w.npy: header byte 10: expected 'descr' key");
 }
 
-TEST_CASE("convert_elements between dtypes", "[io][file][convert]") {
-    SECTION("floating to integers saturates and maps NaN to 0") {
-        const double src[] = {1.9, -1.9, 1e300, -1e300, std::numeric_limits<double>::quiet_NaN(), 200.0};
-        std::int8_t out[6];
-        detail::convert_elements(Dtype::F64, src, 6, out);
-        CHECK(out[0] == 1);
-        CHECK(out[1] == -1);
-        CHECK(out[2] == 127);
-        CHECK(out[3] == -128);
-        CHECK(out[4] == 0);
-        CHECK(out[5] == 127);
-        std::uint64_t big[2];
-        const double edge[] = {1.8446744073709552e19, -5.0};
-        detail::convert_elements(Dtype::F64, edge, 2, big);
-        CHECK(big[0] == std::numeric_limits<std::uint64_t>::max());
-        CHECK(big[1] == 0);
+namespace {
+
+// Runs `fn` in a child process as the user `nobody` (65534) when this process is root, as this
+// process's user otherwise; returns the child's exit status (fn's return value, or 99 on an
+// exception, 98 when the user could not be changed).
+template <class Fn>
+int exit_status_as_unprivileged(Fn&& fn) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+            ::_exit(98);
+        }
+        try {
+            ::_exit(fn());
+        } catch (...) {
+            ::_exit(99);
+        }
     }
-    SECTION("half and bfloat16 go through float") {
-        const std::uint16_t h[] = {0x3C00, 0xC000, 0x7C00};  // 1, -2, +inf as binary16
-        float f[3];
-        detail::convert_elements(Dtype::F16, h, 3, f);
-        CHECK(f[0] == 1.0f);
-        CHECK(f[1] == -2.0f);
-        CHECK(std::isinf(f[2]));
-        const std::uint16_t b[] = {0x3F80, 0x4040};  // 1, 3 as bfloat16
-        std::int32_t i[2];
-        detail::convert_elements(Dtype::BF16, b, 2, i);
-        CHECK(i[0] == 1);
-        CHECK(i[1] == 3);
-        const float to_half[] = {0.5f};
-        half hh[1];
-        detail::convert_elements(Dtype::F32, to_half, 1, hh);
-        CHECK(hh[0].bits == 0x3800);
+    REQUIRE(pid > 0);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        REQUIRE(errno == EINTR);
     }
-    SECTION("bool is nonzero both ways") {
-        const unsigned char raw[] = {0, 1, 2, 255};
-        float f[4];
-        detail::convert_elements(Dtype::BOOL, raw, 4, f);
-        CHECK(f[0] == 0.0f);
-        CHECK(f[1] == 1.0f);
-        CHECK(f[2] == 1.0f);
-        CHECK(f[3] == 1.0f);
-        const float src[] = {0.0f, -0.0f, 0.25f, std::numeric_limits<float>::quiet_NaN()};
-        bool b[4];
-        detail::convert_elements(Dtype::F32, src, 4, b);
-        CHECK_FALSE(b[0]);
-        CHECK_FALSE(b[1]);
-        CHECK(b[2]);
-        CHECK(b[3]);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+void save_text(const fs::path& target, const std::string& text) {
+    io::save_atomic(target, {}, [&](io::FileWriter& w) { w.write(text.data(), text.size()); });
+}
+
+struct stat stat_of(const fs::path& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st;
+}
+
+}  // namespace
+
+// Issue 34, case 5. Before: a save made a new file with the saver's owner and the umask's mode
+// (0600 became 0644; a file of another owner became root's).
+TEST_CASE("save_atomic keeps the replaced file's mode, owner and group", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path target = dir.path() / "secret.bin";
+    spit(target, "old");
+    REQUIRE(::chmod(target.c_str(), 0600) == 0);
+    save_text(target, "new");
+    CHECK(slurp(target) == "new");
+    CHECK((stat_of(target).st_mode & 07777) == 0600);
+
+    REQUIRE(::chmod(target.c_str(), 0640) == 0);
+    if (::geteuid() == 0) {  // only root can give a file away
+        REQUIRE(::chown(target.c_str(), 65534, 65534) == 0);
     }
-    SECTION("integers wrap modulo 2^N and read unaligned little-endian input") {
-        unsigned char raw[1 + 2 * 8];
-        const std::int64_t values[] = {-1, 0x1'0000'0005};
-        std::memcpy(raw + 1, values, sizeof values);
-        std::uint32_t out[2];
-        detail::convert_elements(Dtype::I64, raw + 1, 2, out);
-        CHECK(out[0] == 0xFFFFFFFFu);
-        CHECK(out[1] == 5u);
-        double d[2];
-        detail::convert_elements(Dtype::I64, raw + 1, 2, d);
-        CHECK(d[0] == -1.0);
-        CHECK(d[1] == 4294967301.0);
+    const struct stat before = stat_of(target);
+    save_text(target, "newer");
+    const struct stat after = stat_of(target);
+    CHECK(after.st_ino != before.st_ino);
+    CHECK((after.st_mode & 07777) == 0640);
+    CHECK(after.st_uid == before.st_uid);
+    CHECK(after.st_gid == before.st_gid);
+
+    const fs::path fresh = dir.path() / "fresh.bin";  // a new file gets the umask's mode, as open(2) gives
+    const mode_t mask = ::umask(022);
+    ::umask(mask);
+    save_text(fresh, "x");
+    CHECK((stat_of(fresh).st_mode & 0777) == (0666 & ~mask));
+}
+
+// Issue 34, case 5. Before: a user who may not write a file (mode 0444) replaced it anyway,
+// because a save renames a new file over it.
+TEST_CASE("save_atomic refuses a file its caller could not write in place", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path target = dir.path() / "frozen.bin";
+    spit(target, "old");
+    REQUIRE(::chmod(target.c_str(), 0444) == 0);
+    // The folder is the unprivileged user's own: it may create and rename files there.
+    REQUIRE(::chmod(dir.path().c_str(), 0777) == 0);
+    if (::geteuid() == 0) {
+        REQUIRE(::chown(dir.path().c_str(), 65534, 65534) == 0);
+        REQUIRE(::chown(target.c_str(), 65534, 65534) == 0);
     }
+    const int status = exit_status_as_unprivileged([&] {
+        bool called = false;
+        const std::string message = save_refusal(target, called);
+        const bool refused = message.find("cannot replace \"" + target.string() + "\"") != std::string::npos &&
+                             message.find("read-only") != std::string::npos;
+        return refused && !called ? 0 : 1;
+    });
+    CHECK(status == 0);
+    CHECK(slurp(target) == "old");
+    CHECK(names_in(dir.path()) == "frozen.bin");
+}
+
+// What a save does to hard links (documented in docs/file-safety.md): it replaces the name it was
+// given, so another name of the old file keeps the old contents.
+TEST_CASE("save_atomic replaces the name it is given: another hard link keeps the old file", "[io][file][save]") {
+    const test::TempDir dir;
+    const fs::path target = dir.path() / "a.bin";
+    const fs::path other = dir.path() / "b.bin";
+    spit(target, "old");
+    fs::create_hard_link(target, other);
+    save_text(target, "new");
+    CHECK(slurp(target) == "new");
+    CHECK(slurp(other) == "old");
+    CHECK(stat_of(other).st_nlink == 1);
+}
+
+// Issue 34, case 6. Before: the temporary name ".<name>.tmp-<pid>-<n>" of a 245-255 byte name
+// exceeded NAME_MAX, and the save failed with "File name too long" after writing everything.
+TEST_CASE("save_atomic saves names of every legal length and refuses a longer one before writing", "[io][file][save]") {
+    const test::TempDir dir;
+    for (const std::size_t length : {std::size_t{200}, std::size_t{245}, std::size_t{254}, std::size_t{255}}) {
+        CAPTURE(length);
+        const fs::path target = dir.path() / std::string(length, 'n');
+        save_text(target, "new");
+        CHECK(slurp(target) == "new");
+        save_text(target, "again");  // over an existing file too
+        CHECK(slurp(target) == "again");
+        fs::remove(target);
+    }
+    bool called = false;
+    CHECK_THAT(save_refusal(dir.path() / std::string(256, 'n'), called), Contains("File name too long"));
+    CHECK_FALSE(called);
+    CHECK(names_in(dir.path()).empty());
+}
+
+// Issue 34, case 10 (checking after acting). Before: a target whose path is near PATH_MAX was
+// written in full, then naming the temporary beside it (a longer path) failed.
+TEST_CASE("save_atomic saves a target whose path is near PATH_MAX", "[io][file][save]") {
+    const test::TempDir dir;
+    fs::path folder = dir.path();
+    const std::string part(200, 'd');
+    while (folder.string().size() + 1 + part.size() < PATH_MAX - 40) {
+        folder /= part;
+    }
+    fs::create_directories(folder);
+    const std::size_t room = PATH_MAX - 1 - folder.string().size() - 1;  // the longest name that fits
+    const fs::path target = folder / std::string(std::min<std::size_t>(room, 255), 'p');
+    REQUIRE(target.string().size() < PATH_MAX);
+    save_text(target, "new");
+    CHECK(slurp(target) == "new");
+    save_text(target, "again");
+    CHECK(slurp(target) == "again");
 }

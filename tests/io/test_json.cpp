@@ -9,11 +9,13 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <syncblob/io/json.hpp>
 
+#include "peak_memory.hpp"
 #include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
@@ -36,6 +38,9 @@ T sample(std::size_t i) {
         return i % 3 == 1;
     } else if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16>) {
         return T(static_cast<float>(i) * 0.3f - 2.0f);
+    } else if constexpr (std::is_class_v<T>) {  // an 8-bit float: its bit patterns in turn, a NaN's as 0x01
+        const T v = T::from_bits(static_cast<std::uint8_t>(i * 37 % 256));
+        return std::isnan(static_cast<float>(v)) ? T::from_bits(1) : v;
     } else if constexpr (std::floating_point<T>) {
         const T special[] = {std::numeric_limits<T>::max(), std::numeric_limits<T>::denorm_min(), T(0.1), T(-0.0)};
         return i < 4 ? special[i] : static_cast<T>(i) / T(7) - T(3);
@@ -58,7 +63,8 @@ json parse(const char* text) {
 
 TEMPLATE_TEST_CASE("every dtype and rank round-trips exactly, with and without diff", "[io][json]", float, double, half,
                    bfloat16, std::int64_t, std::int32_t, std::int16_t, std::int8_t, std::uint64_t, std::uint32_t,
-                   std::uint16_t, std::uint8_t, bool) {
+                   std::uint16_t, std::uint8_t, bool, syncblob::float8_e4m3fn, syncblob::float8_e5m2,
+                   syncblob::float8_e8m0fnu) {
     const bool with_diff = GENERATE(false, true);
     const std::vector<std::int64_t> extents =
         GENERATE(std::vector<std::int64_t>{}, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{2, 0, 3},
@@ -114,6 +120,24 @@ TEST_CASE("NaN and infinities are the strings NaN, Infinity and -Infinity", "[io
     CHECK(static_cast<float>(h.host_data()[1]) == 65504.0f);
 }
 
+TEST_CASE("8-bit floats in JSON: values as numbers, what the format cannot hold refused", "[io][json][float8]") {
+    Blob<syncblob::float8_e5m2> e5;
+    io::from_json(parse(R"({"dtype": "F8_E5M2", "shape": [4], "data": ["Infinity", 57344, 0.3, "NaN"]})"), e5, {});
+    CHECK(e5.host_data()[0].bits == 0x7C);
+    CHECK(e5.host_data()[1].bits == 0x7B);
+    CHECK(e5.host_data()[2].bits == 0x35);  // 0.3 rounds to 0.3125 = 1.25 * 2^-2
+    CHECK(std::isnan(static_cast<float>(e5.host_data()[3])));
+    CHECK(io::to_json(e5, io::WriteDiff::never).at("data") == parse(R"(["Infinity", 57344.0, 0.3125, "NaN"])"));
+    Blob<syncblob::float8_e4m3fn> e4;
+    CHECK_THROWS_WITH(io::from_json(parse(R"({"dtype": "F8_E4M3", "shape": [1], "data": ["Infinity"]})"), e4, {}),
+                      Contains("data[0]") && Contains("out of range for F8_E4M3"));
+    CHECK_THROWS_WITH(io::from_json(parse(R"({"dtype": "F8_E4M3", "shape": [1], "data": [1000]})"), e4, {}),
+                      Contains("out of range for F8_E4M3"));
+    Blob<syncblob::float8_e8m0fnu> e8;
+    CHECK_THROWS_WITH(io::from_json(parse(R"({"dtype": "F8_E8M0", "shape": [1], "data": [0]})"), e8, {}),
+                      Contains("out of range for F8_E8M0"));
+}
+
 TEST_CASE("64-bit integers and bools are exact JSON values", "[io][json]") {
     Blob<std::int64_t> i{2};
     i.mutable_host_data()[0] = std::numeric_limits<std::int64_t>::min();
@@ -161,8 +185,12 @@ TEST_CASE("another dtype is refused unless conversion is asked", "[io][json]") {
     CHECK(b.host_data()[0] == 5);
     io::LoadOptions convert;
     convert.convert = true;
+    // The file layer's conversion rule: a value I8 cannot hold is refused, unless saturating.
+    CHECK_THAT(test::message_of<FormatError>([&] { io::from_json(doc, b, convert); }),
+               Contains("JSON: data[0]: value 1.5 (F64) is not a whole number"));
+    CHECK(b.shape() == Shape{1});
+    convert.saturate = true;
     io::from_json(doc, b, convert);
-    // The file layer's conversion rules: saturating, NaN to 0.
     CHECK(std::vector<std::int8_t>(b.host_data().begin(), b.host_data().end()) == std::vector<std::int8_t>{1, -128, 0});
     CHECK(b.host_diff()[2] == 3);
 }
@@ -226,13 +254,16 @@ TEST_CASE("every malformed document is a FormatError naming the field and what w
         {R"({"dtype": "F32", "shape": [1], "data": [[1]]})", {"data[0]", "found array"}},
         {R"({"dtype": "F32", "shape": [1], "data": [1], "extra": 1})", {"field \"extra\"", "unexpected field"}},
         {R"({"dtype": "F32", "shape": [1], "data": [1], "data": [2]})", {"field \"data\"", "duplicate key"}},
-        {R"({"dtype": "F32", "shape": [1], "data": [1])", {"byte", "parse error"}},
-        {R"({"dtype": "F32", "shape": [1], "data": [NaN]})", {"byte", "parse error"}},
-        {R"({"dtype": "F32", "shape": [1], "data": [3.4e22835]})", {"document", "out_of_range", "number overflow"}},
-        {"", {"byte", "parse error"}},
+        {R"({"dtype": "F32", "shape": [1], "data": [1])", {"byte 42", "not valid JSON", "expected ',' or '}'"}},
+        {R"({"dtype": "F32", "shape": [1], "data": [NaN]})",
+         {"byte 40", "not valid JSON", "expected a value, found 'N'"}},
+        {R"({"dtype": "F32", "shape": [1], "data": [3.4e22835]})", {"byte 40", "out of the range of a double"}},
+        {R"({"dtype": "F32", "shape": [1], "data": ["\ud800"]})", {"byte", "not valid JSON", "surrogate"}},
+        {"{\"dtype\": \"F32\", \"shape\": [1], \"data\": [1]} x", {"byte 44", "expected the end of the input"}},
+        {"", {"byte 0", "not valid JSON", "found the end of the input"}},
         {"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]"
          "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
-         {"document", "nested deeper than 64"}},
+         {"document", "expected an object"}},
     };
     for (const auto& c : cases) {
         INFO(c.text);
@@ -249,6 +280,27 @@ TEST_CASE("every malformed document is a FormatError naming the field and what w
         CHECK(b.shape() == Shape{2});
         CHECK(b.host_data()[1] == 3.0f);
     }
+}
+
+TEST_CASE("parse_json_text refuses duplicate keys, deep nesting and a document over its limit", "[io][json]") {
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { (void)io::parse_json_text(R"({"a": 1, "b": {"a": 2, "a": 3}})", 1000, "d.json"); }),
+               Contains("d.json: field \"a\": duplicate key"));
+    const std::string deep = std::string(65, '[') + std::string(65, ']');
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)io::parse_json_text(deep, 100000, "d.json"); }),
+               Contains("d.json: byte 64: not valid JSON: nested deeper than 64 levels"));
+    CHECK(io::parse_json_text(deep.substr(1, 128), 100000, "d.json").is_array());
+    CHECK_THAT(
+        test::message_of<FormatError>([&] { (void)io::parse_json_text(R"(["abcdefgh", 1, 2, 3])", 80, "d.json"); }),
+        Contains("d.json: document: parsing needs more than 80 bytes (LoadOptions::max_bytes)"));
+    // The document equals nlohmann's own parse of the same text.
+    const std::string text =
+        R"({"x": [1, -2, 3.5, 1e400000, -0, 18446744073709551615, true, null, "\u00e9\ud83d\ude00"], "y": {}})";
+    const std::string finite =
+        R"({"x": [1, -2, 3.5, -0, 18446744073709551615, true, null, "\u00e9\ud83d\ude00"], "y": {}})";
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)io::parse_json_text(text, 100000); }),
+               Contains("out of the range of a double"));
+    CHECK(io::parse_json_text(finite, 100000) == json::parse(finite));
 }
 
 TEST_CASE("a JSON load is all or nothing: a failed allocation leaves the blob as it was", "[io][json][strong]") {
@@ -283,4 +335,83 @@ TEST_CASE("a JSON shape with a zero extent is still checked as a whole", "[io][j
                Contains("z.json: shape: element count overflows int64"));
     CHECK(b.shape() == Shape{2});
     CHECK(b.host_data()[0] == 3.0f);
+}
+
+// Issue 34, case 2. Before: parsing with nlohmann's callback parser scanned the whole enclosing
+// object at the end of every member that is an object, so an object of 100 000 members {"kN":{}}
+// took minutes (the test did not finish in 120 s). The reader is linear now.
+TEST_CASE("JSON objects of 100 000 members parse in linear time", "[io][json][hostile][linear]") {
+    constexpr int n = 100'000;
+    std::string text = "{";
+    for (int i = 0; i < n; ++i) {
+        text += (i == 0 ? "\"k" : ",\"k") + std::to_string(i) + "\":{}";
+    }
+    text += "}";
+    const json doc = io::parse_json_text(text, io::default_max_bytes, "many.json");
+    REQUIRE(doc.size() == static_cast<std::size_t>(n));
+    CHECK(doc.at("k99999").is_object());
+    Blob<float> b{2};
+    b.fill(3.0f);
+    CHECK_THAT(test::message_of<FormatError>([&] { io::parse_json(text, b, {}, "many.json"); }),
+               Contains("many.json: field \"k0\": unexpected field"));
+    CHECK(b.host_data()[0] == 3.0f);
+}
+
+// Issue 34, case 8. Before: an integer document converted into a narrower integer blob wrapped
+// (I64 -1 became U8 255, INT64_MIN became I32 0).
+TEST_CASE("a converting JSON load refuses a value the blob cannot hold", "[io][json][convert]") {
+    io::LoadOptions convert;
+    convert.convert = true;
+    Blob<std::uint8_t> u{1};
+    u.fill(9);
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { io::parse_json(R"({"dtype": "I64", "shape": [2], "data": [3, -1]})", u, convert, "c.json"); }),
+               Contains("c.json: data[1]") && Contains("-1") && Contains("U8"));
+    CHECK(u.shape() == Shape{1});
+    CHECK(u.host_data()[0] == 9);
+    Blob<std::int32_t> i;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::parse_json(R"({"dtype": "I64", "shape": [1], "data": [-9223372036854775808]})", i, convert);
+               }),
+               Contains("data[0]") && Contains("-9223372036854775808") && Contains("I32"));
+    Blob<half> h;
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { io::parse_json(R"({"dtype": "F64", "shape": [1], "data": [1e300]})", h, convert); }),
+               Contains("data[0]") && Contains("F16"));
+}
+
+// Issue 34, case 9. Before: the whole text was read, then parsed into a document (nlohmann's lexer
+// keeps every byte of a run of whitespace for its messages: 32 MiB of spaces cost 96 MiB), and
+// only then checked against max_bytes.
+TEST_CASE("a JSON load holds no more than the blob and a small buffer", "[io][json][hostile][memory]") {
+    test::TempDir dir;
+    const auto file = dir.path() / "spaces.json";
+    {
+        std::ofstream out(file, std::ios::binary);
+        const std::string spaces(1 << 20, ' ');
+        for (int i = 0; i < 32; ++i) {
+            out << spaces;
+        }
+        out << R"({"dtype": "U8", "shape": [3], "data": [7, 8, 9]})";
+    }
+    const auto growth = test::peak_growth_bytes([&] {
+        Blob<std::uint8_t> b;
+        io::load_json(file, b);
+        if (b.host_data()[2] != 9) {
+            throw std::runtime_error("wrong value");
+        }
+    });
+    REQUIRE(growth);
+    CHECK(*growth < std::uint64_t{8} << 20);
+}
+
+TEST_CASE("a JSON load refuses a shape over max_bytes before it reads the data", "[io][json][hostile]") {
+    // The data after the shape is not even valid JSON: the load must stop at the shape.
+    const std::string text = R"({"dtype": "F64", "shape": [1000000], "data": [1, 2, !!!)";
+    Blob<double> b;
+    io::LoadOptions small;
+    small.max_bytes = 1 << 20;
+    CHECK_THAT(test::message_of<FormatError>([&] { io::parse_json(text, b, small, "big.json"); }),
+               Contains("big.json: shape") && Contains("8000000 bytes") && Contains("LoadOptions::max_bytes"));
+    CHECK_FALSE(b.has_shape());
 }

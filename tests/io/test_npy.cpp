@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <syncblob/arena.hpp>
 #include <syncblob/io/npy.hpp>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "blob_file_values.hpp"
+#include "files.hpp"
 #include "strong_guarantee.hpp"
 #include "tempfile.hpp"
 
@@ -22,16 +24,10 @@ namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
 
+using test::as_bytes;
+using test::slurp;
+
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::span<const std::byte> as_bytes(const std::string& s) {
-    return std::as_bytes(std::span(s.data(), s.size()));
-}
 
 // A .npy file from a header dict (padded as NumPy pads it) and raw data bytes.
 std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {
@@ -154,7 +150,11 @@ TEST_CASE("npy conversion is explicit", "[io][npy]") {
     Blob<std::int8_t> blob;
     CHECK_THAT(test::message_of<FormatError>([&] { io::load_npy(as_bytes(file), "f.npy", blob); }),
                Contains("f.npy: descr: the file holds F32, the blob I8 (set LoadOptions::convert to convert)"));
-    io::load_npy(as_bytes(file), "f.npy", blob, io::LoadOptions{.convert = true});
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { io::load_npy(as_bytes(file), "f.npy", blob, io::LoadOptions{.convert = true}); }),
+               Contains("f.npy: data at byte 128, element 0: value 1.5 (F32) is not a whole number, which I8 needs"));
+    CHECK_FALSE(blob.has_shape());
+    io::load_npy(as_bytes(file), "f.npy", blob, io::LoadOptions{.convert = true, .saturate = true});
     REQUIRE(blob.count() == 3);
     CHECK(blob.host_data()[0] == 1);
     CHECK(blob.host_data()[1] == -2);
@@ -305,6 +305,24 @@ TEST_CASE("npy bfloat16 is written as raw 2-byte values and read back only as bf
                Contains("'<V2' raw 2-byte values load only into a bfloat16 blob, not F32"));
 }
 
+TEMPLATE_LIST_TEST_CASE("npy refuses the 8-bit floats: NumPy has no standard dtype for them", "[io][npy][float8]",
+                        test::Float8Elements) {
+    const test::TempDir dir;
+    Blob<TestType> blob{4};
+    const fs::path file = dir.path() / "f8.npy";
+    CHECK_THAT(test::message_of<FormatError>([&] { io::save_npy(file, blob); }),
+               Contains("f8.npy: descr: ") && Contains(std::string(element_name<TestType>())) &&
+                   Contains("has no NumPy dtype"));
+    CHECK_FALSE(fs::exists(file));
+    // A NumPy file of another dtype still loads into such a blob, by the conversion rule.
+    const std::string f32 =
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f32_data({0.25f, 4.0f}));
+    Blob<TestType> loaded;
+    io::load_npy(as_bytes(f32), "f.npy", loaded, io::LoadOptions{.convert = true});
+    CHECK(static_cast<float>(loaded.host_data()[0]) == 0.25f);
+    CHECK(static_cast<float>(loaded.host_data()[1]) == 4.0f);
+}
+
 TEST_CASE("npy file errors", "[io][npy]") {
     const test::TempDir dir;
     Blob<float> blob;
@@ -338,4 +356,38 @@ TEST_CASE("npy shape with a zero extent is still checked as a whole: a FormatErr
                Contains("z.npy: header byte"));
     CHECK(blob.shape() == Shape{2});
     CHECK(blob.host_data()[1] == 5.0f);
+}
+
+// Issue 34, case 8. Before: a converting load wrapped integers (I64 -1 became U8 255, INT64_MIN
+// became I32 0) and turned 1e300 into infinity in half, without a word.
+TEST_CASE("a converting npy load refuses a value the blob cannot hold, naming it", "[io][npy][convert]") {
+    const auto i64 = [](std::initializer_list<std::int64_t> v) {
+        std::string s(v.size() * 8, '\0');
+        std::memcpy(s.data(), std::data(v), s.size());
+        return npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }", s);
+    };
+    const io::LoadOptions convert{.convert = true};
+    Blob<std::uint8_t> u{1};
+    u.fill(9);
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::load_npy(as_bytes(i64({3, -1})), "i.npy", u, convert);
+               }),
+               Contains("i.npy: data at byte 128, element 1") && Contains("-1") && Contains("U8"));
+    CHECK(u.shape() == Shape{1});
+    CHECK(u.host_data()[0] == 9);
+    Blob<std::int32_t> i;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::load_npy(as_bytes(i64({std::numeric_limits<std::int64_t>::min()})), "i.npy", i, convert);
+               }),
+               Contains("element 0") && Contains("-9223372036854775808") && Contains("I32"));
+    CHECK_FALSE(i.has_shape());
+    const double big = 1e300;
+    std::string f8(8, '\0');
+    std::memcpy(f8.data(), &big, 8);
+    Blob<half> h;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   io::load_npy(as_bytes(npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", f8)),
+                                "d.npy", h, convert);
+               }),
+               Contains("element 0") && Contains("1e+300") && Contains("F16"));
 }

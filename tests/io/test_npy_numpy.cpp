@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "blob_file_values.hpp"
+#include "files.hpp"
 #include "tempfile.hpp"
 
 #ifndef SYNCBLOB_NUMPY_PYTHON
@@ -32,6 +33,8 @@ namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
 
+using test::slurp;
+
 namespace {
 
 bool have_numpy() {
@@ -40,11 +43,6 @@ bool have_numpy() {
         return false;
     }
     return true;
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Runs the NumPy side; returns its standard output. A failing script fails the test.
@@ -63,7 +61,7 @@ std::string expected_descr() {
     if constexpr (std::is_same_v<T, bfloat16>) {
         return "<u2";  // NumPy reads '<V2' as void; the script views it as uint16
     } else {
-        std::string d(detail::npy_descr(dtype_of<T>));
+        std::string d(io::detail::npy_descr(dtype_of<T>));
         return d;
     }
 }

@@ -12,7 +12,7 @@
 
 #include "tempfile.hpp"
 
-namespace pb = syncblob::detail::protobuf;
+namespace pb = syncblob::io::detail::protobuf;
 using Catch::Matchers::Contains;
 using namespace std::string_literals;
 

@@ -908,6 +908,50 @@ TEMPLATE_LIST_TEST_CASE("SyncedBuffer::copy_from of a prefix keeps the rest of t
     CHECK(host_bytes(fresh.host_data()) == with_prefix(zeros()));
 }
 
+// ---- overwriting a prefix -----------------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("SyncedBuffer overwrite of a prefix copies only the rest from the fresh side",
+                        "[memory][buffer][overwrite]", SuiteAllocators) {
+    using namespace syncblob_suite;
+    using Backend = typename TestType::device_backend;
+    SYNCBLOB_REQUIRE_DEVICE(Backend);
+    if constexpr (Backend::has_device) {
+        constexpr std::size_t prefix = 40;
+        const auto with_prefix = [](Bytes rest, unsigned char byte) {
+            std::fill(rest.begin(), rest.begin() + prefix, byte);
+            return rest;
+        };
+        // host prefix over a stale host side: D->H of the n - prefix bytes after the prefix only
+        Buffer<TestType> host(n);
+        write_device(host, pattern(80));
+        host.reset_stats();
+        std::memset(host.mutable_host_data_for_overwrite(prefix), 0xAB, prefix);
+        CHECK(host.head() == Head::at_host);
+        CHECK(host.stats() == Stats{.host_allocations = 1, .device_to_host = 1, .device_to_host_bytes = n - prefix});
+        CHECK(host_bytes(host.host_data()) == with_prefix(pattern(80), 0xAB));
+
+        // device prefix over a stale device side: the mirror image
+        Buffer<TestType> device(n);
+        write_host(device, pattern(81));
+        device.reset_stats();
+        const Bytes written(prefix, 0xCD);
+        syncblob_test::write_device<Backend>(device.mutable_device_data_for_overwrite(prefix), written.data(), prefix);
+        CHECK(device.head() == Head::at_device);
+        CHECK(device.stats() ==
+              Stats{.device_allocations = 1, .host_to_device = 1, .host_to_device_bytes = n - prefix});
+        CHECK(device_bytes<Backend>(device.device_data()) == with_prefix(pattern(81), 0xCD));
+    }
+    // a first touch: zeros after the prefix; a fresh writable side: nothing to do
+    Buffer<TestType> fresh(n);
+    std::memset(fresh.mutable_host_data_for_overwrite(n / 2), 0x11, n / 2);
+    Bytes expected = zeros();
+    std::fill(expected.begin(), expected.begin() + n / 2, 0x11);
+    CHECK(host_bytes(fresh.host_data()) == expected);
+    fresh.reset_stats();
+    (void)fresh.mutable_host_data_for_overwrite(n / 2);
+    CHECK(fresh.stats() == Stats{});
+}
+
 // ---- the device-id check ---------------------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("SyncedBuffer refuses to touch its device block from another device",

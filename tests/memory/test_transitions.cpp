@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // The state machine's table (detail::transition) against the two things that must agree with it:
-// what SyncedBuffer does for every access from every head, and the table users read in docs/guide.md.
+// what SyncedBuffer does for every access from every head (the asynchronous copies included), and
+// the table users read in docs/guide.md.
 
 #include <catch2/catch.hpp>
 
 #include <array>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,17 +13,28 @@
 #include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
 
+#include "files.hpp"
+
 namespace {
 
 using syncblob::Head;
+using syncblob::Side;
 using syncblob::detail::Access;
 using syncblob::detail::Step;
 using syncblob::detail::transition;
+using syncblob::detail::Want;
 using Buffer = syncblob::SyncedBuffer<syncblob::AlignedAllocator, syncblob::SimulatedDevice>;
 
 constexpr std::array heads{Head::uninitialized, Head::at_host, Head::at_device, Head::synced};
-constexpr std::array accesses{Access::host_read,   Access::host_write,   Access::host_overwrite,
-                              Access::device_read, Access::device_write, Access::device_overwrite};
+constexpr std::array accesses{Access{Side::host, Want::read},        Access{Side::host, Want::write},
+                              Access{Side::host, Want::overwrite},   Access{Side::host, Want::prefetch},
+                              Access{Side::device, Want::read},      Access{Side::device, Want::write},
+                              Access{Side::device, Want::overwrite}, Access{Side::device, Want::prefetch}};
+
+std::string name_of(Access a) {
+    constexpr std::array wants{"read", "write", "overwrite", "prefetch"};
+    return std::string(a.side == Side::host ? "host " : "device ") + wants[static_cast<std::size_t>(a.want)];
+}
 
 void bring_to(Buffer& b, Head h) {
     switch (h) {
@@ -44,33 +55,21 @@ void bring_to(Buffer& b, Head h) {
 }
 
 void run(Buffer& b, Access a) {
-    switch (a) {
-        case Access::host_read:
-            (void)b.host_data();
+    const bool host = a.side == Side::host;
+    switch (a.want) {
+        case Want::read:
+            (void)(host ? b.host_data() : b.device_data());
             break;
-        case Access::host_write:
-            (void)b.mutable_host_data();
+        case Want::write:
+            (void)(host ? b.mutable_host_data() : b.mutable_device_data());
             break;
-        case Access::host_overwrite:
-            (void)b.mutable_host_data_for_overwrite();
+        case Want::overwrite:
+            (void)(host ? b.mutable_host_data_for_overwrite() : b.mutable_device_data_for_overwrite());
             break;
-        case Access::device_read:
-            (void)b.device_data();
-            break;
-        case Access::device_write:
-            (void)b.mutable_device_data();
-            break;
-        case Access::device_overwrite:
-            (void)b.mutable_device_data_for_overwrite();
+        case Want::prefetch:
+            host ? b.pull_to_host_async() : b.push_to_device_async();
             break;
     }
-}
-
-std::string file_text(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 std::vector<std::string> cells_of(const std::string& row) {
@@ -93,31 +92,42 @@ TEST_CASE("every access from every head does what the transition table says", "[
     for (const Access a : accesses) {
         for (const Head h : heads) {
             const auto t = transition(a, h);
-            CAPTURE(static_cast<int>(a), syncblob::head_name(h));
+            CAPTURE(name_of(a), syncblob::head_name(h));
             Buffer b(64);
             bring_to(b, h);
             b.reset_stats();
+            if (t.step == Step::refuse) {
+                CHECK_THROWS_AS(run(b, a), syncblob::StateError);
+                CHECK(b.head() == h);
+                CHECK(b.stats() == syncblob::TransferStats{});
+                continue;
+            }
             run(b, a);
             CHECK(b.head() == t.next);
+            CHECK(b.async_pending() == (t.step == Step::copy_async));
             const auto s = b.stats();
             const auto copies = s.host_to_device + s.device_to_host + s.host_to_host + s.device_to_device;
             const auto allocations = s.host_allocations + s.device_allocations;
-            CHECK(copies == (t.step == Step::copy_from_other_side ? 1u : 0u));
+            const bool copy = t.step == Step::copy_from_other_side || t.step == Step::copy_async;
+            CHECK(copies == (copy ? 1u : 0u));
             const bool side_exists =
-                h == Head::synced || (syncblob::detail::on_host(a) ? h == Head::at_host : h == Head::at_device);
-            CHECK(allocations == (side_exists ? 0u : 1u));
+                h == Head::synced || (a.side == Side::host ? h == Head::at_host : h == Head::at_device);
+            CHECK(allocations == (side_exists || t.step == Step::none ? 0u : 1u));
         }
     }
 }
 
 TEST_CASE("the table in docs/guide.md is the table SyncedBuffer follows", "[memory][transitions]") {
-    const std::string guide = file_text(SYNCBLOB_GUIDE);
+    const std::string guide = test::slurp(SYNCBLOB_GUIDE);
     REQUIRE_FALSE(guide.empty());
 
-    const std::array<std::pair<const char*, Access>, 4> rows{{{"`host_data()`", Access::host_read},
-                                                              {"`mutable_host_data()`", Access::host_write},
-                                                              {"`device_data()`", Access::device_read},
-                                                              {"`mutable_device_data()`", Access::device_write}}};
+    const std::array<std::pair<const char*, Access>, 6> rows{
+        {{"`host_data()`", {Side::host, Want::read}},
+         {"`mutable_host_data()`", {Side::host, Want::write}},
+         {"`device_data()`", {Side::device, Want::read}},
+         {"`mutable_device_data()`", {Side::device, Want::write}},
+         {"`push_to_device_async()`", {Side::device, Want::prefetch}},
+         {"`pull_to_host_async()`", {Side::host, Want::prefetch}}}};
     for (const auto& [call, a] : rows) {
         const auto at = guide.find("| " + std::string(call) + " |");
         REQUIRE(at != std::string::npos);
@@ -129,11 +139,16 @@ TEST_CASE("the table in docs/guide.md is the table SyncedBuffer follows", "[memo
             const auto t = transition(a, h);
             CAPTURE(call, syncblob::head_name(h), cell);
             const auto arrow = cell.rfind("→ ");
-            const std::string next = arrow == std::string::npos ? std::string(syncblob::head_name(h))
-                                                                : cell.substr(arrow + std::string("→ ").size());
+            const auto arrow_end = arrow == std::string::npos ? arrow : arrow + std::string("→ ").size();
+            const std::string next = arrow == std::string::npos
+                                         ? std::string(syncblob::head_name(h))
+                                         : cell.substr(arrow_end, cell.find_first_of(" ,", arrow_end) - arrow_end);
             CHECK(next == syncblob::head_name(t.next));
-            CHECK((cell.find("copy") != std::string::npos) == (t.step == Step::copy_from_other_side));
+            CHECK((cell.find("copy") != std::string::npos) ==
+                  (t.step == Step::copy_from_other_side || t.step == Step::copy_async));
+            CHECK((cell.find("async") != std::string::npos) == (t.step == Step::copy_async));
             CHECK((cell.find("zero") != std::string::npos) == (t.step == Step::allocate_zeroed));
+            CHECK((cell.find("StateError") != std::string::npos) == (t.step == Step::refuse));
         }
     }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #pragma once
 // What the ordering tests share: the fixed set of seeds every case runs under, small kernels queued
-// on a simulated stream, and the faults a case provoked on purpose.
+// on a simulated stream, the faults a case provoked on purpose, and the end of a case (finish).
 
 #include <catch2/catch.hpp>
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/simulated_device.hpp>
 
 namespace syncblob_test {
@@ -81,6 +82,15 @@ inline std::string joined(const std::vector<std::string>& faults) {
         all += f + "\n";
     }
     return all;
+}
+
+/// Ends a case: everything run, the stream-ordered pool emptied, no fault.
+inline void finish() {
+    SimulatedDevice::synchronize();
+    syncblob::SimulatedAsyncDevice::empty_cache();
+    const auto faults = SimulatedDevice::faults();
+    INFO(joined(faults));
+    CHECK(faults.empty());
 }
 
 }  // namespace syncblob_test

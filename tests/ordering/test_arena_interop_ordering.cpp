@@ -27,14 +27,6 @@ namespace {
 using PlainArena = syncblob::ParameterArena<float, syncblob::Simulated>;
 using OrderedArena = syncblob::ParameterArena<float, syncblob::SimulatedAsync>;
 
-void finish() {
-    SimulatedDevice::synchronize();
-    SimulatedAsyncDevice::empty_cache();
-    const auto faults = SimulatedDevice::faults();
-    INFO(joined(faults));
-    CHECK(faults.empty());
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("An arena's blobs are on its stream, and its memory is freed after that stream's work",

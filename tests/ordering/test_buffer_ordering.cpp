@@ -50,15 +50,6 @@ void fill_host(Buffer& b, float value) {
     }
 }
 
-// Ends a case: everything run, the stream-ordered pool emptied, no fault.
-void finish() {
-    SimulatedDevice::synchronize();
-    SimulatedAsyncDevice::empty_cache();
-    const auto faults = SimulatedDevice::faults();
-    INFO(joined(faults));
-    CHECK(faults.empty());
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("set_stream orders the old stream before the new one, whatever the backend",

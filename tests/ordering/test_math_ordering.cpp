@@ -36,14 +36,6 @@ void prepare(Blob& blob, Stream data_stream, Stream diff_stream, float data, flo
     set_kernel(diff_stream, blob.mutable_device_diff(), un, diff);
 }
 
-void finish() {
-    SimulatedDevice::synchronize();
-    SimulatedAsyncDevice::empty_cache();
-    const auto faults = SimulatedDevice::faults();
-    INFO(joined(faults));
-    CHECK(faults.empty());
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("update runs after the work pending on the diff's stream", "[ordering][math][update]", PlainBlob,

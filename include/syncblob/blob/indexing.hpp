@@ -132,12 +132,10 @@ private:
     const Shape& shape_of() const noexcept { return self().shape(); }
 
     std::size_t axis_index(const char* op, std::int64_t axis) const {
-        const auto r = static_cast<std::int64_t>(num_axes());
-        if (axis < -r || axis >= r) {
-            throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " out of range [" +
-                             std::to_string(-r) + ", " + std::to_string(r) + ") for shape " + shape_string());
+        if (const auto position = shape_of().axis_position(axis)) {
+            return *position;
         }
-        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+        throw IndexError(std::string(op) + ": " + shape_of().axis_range_text(axis) + " for shape " + shape_string());
     }
 
     void check_index(const char* op, std::size_t axis, std::int64_t index, std::int64_t extent) const {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <ostream>
 
+#include "../core/detail/convert.hpp"
 #include "../core/element.hpp"
 #include "../fwd.hpp"
 
@@ -16,11 +17,11 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
-// One element as a reader expects it: 8-bit integers as numbers, bool as true/false, half and
-// bfloat16 as float.
+// One element as a reader expects it: 8-bit integers as numbers, bool as true/false, half,
+// bfloat16 and the 8-bit floats as float.
 template <Element T>
 void print_value(std::ostream& os, T v) {
-    if constexpr (std::same_as<T, half> || std::same_as<T, bfloat16>) {
+    if constexpr (FloatStorage<T>) {
         os << static_cast<float>(v);
     } else if constexpr (std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t>) {
         os << static_cast<int>(v);
@@ -59,7 +60,7 @@ void print_device_state(std::ostream& os, const B& b) {
 
 /// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements:
 /// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]" (8-bit integers as numbers, bool as true/false,
-/// half and bfloat16 as float). A blob with a device backend also shows its device, stream and
+/// half, bfloat16 and the 8-bit floats as float). A blob with a device backend also shows its device, stream and
 /// pending asynchronous copies: "Blob<F32>(2 3 (6), device 0, stream 3, async copy pending)".
 /// Printing values synchronises the data to the host.
 template <Element T, SyncedAllocator A>

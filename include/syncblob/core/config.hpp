@@ -4,6 +4,12 @@
 
 /// \file
 /// Version, namespace and portability macros shared by every syncblob header.
+///
+/// Configuration macros a consumer may define before including syncblob (each keeps its default
+/// otherwise): `SYNCBLOB_HOST_DEVICE`, `SYNCBLOB_NOINLINE`, `SYNCBLOB_ALWAYS_INLINE` (for example
+/// `inline` alone, to profile without forced inlining, or the spellings of a compiler not listed
+/// here). The version macros, the namespace macros and `SYNCBLOB_NVCC` (what the compiler is) are
+/// not settings. Macros a header uses internally are undefined at its end.
 
 #define SYNCBLOB_VERSION_MAJOR 0
 #define SYNCBLOB_VERSION_MINOR 1
@@ -20,15 +26,18 @@
 
 /// Marks code callable from kernels: `__host__ __device__` under a CUDA
 /// compiler, nothing otherwise.
+#ifndef SYNCBLOB_HOST_DEVICE
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define SYNCBLOB_HOST_DEVICE __host__ __device__
 #else
 #define SYNCBLOB_HOST_DEVICE
 #endif
+#endif
 
 /// Keeps a rarely taken or long path (an accessor's locking and copying, math on many blocks) out
 /// of the inlined fast path around it, so the fast path stays a few instructions without a stack
 /// frame.
+#ifndef SYNCBLOB_NOINLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define SYNCBLOB_NOINLINE __attribute__((noinline))
 #elif defined(_MSC_VER)
@@ -36,17 +45,20 @@
 #else
 #define SYNCBLOB_NOINLINE
 #endif
+#endif
 
 /// Inlines a fast path of a few instructions (an accessor's state check and pointer, the kernel
 /// count) into every caller whatever the compiler's size heuristics, which kept the accessors out of
 /// line for the sake of the slow call they end in; the math's small calls then run without a call,
 /// a stack frame or spilled arguments.
+#ifndef SYNCBLOB_ALWAYS_INLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define SYNCBLOB_ALWAYS_INLINE __attribute__((always_inline)) inline
 #elif defined(_MSC_VER)
 #define SYNCBLOB_ALWAYS_INLINE __forceinline
 #else
 #define SYNCBLOB_ALWAYS_INLINE inline
+#endif
 #endif
 
 #if defined(__CUDACC__)

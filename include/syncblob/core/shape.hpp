@@ -38,12 +38,14 @@ concept ExtentRange = std::ranges::contiguous_range<R> && std::ranges::sized_ran
     return a * b;
 }
 
+/// The most axes a shape can have (Caffe's kMaxBlobAxes): `Shape::max_axes`.
+inline constexpr std::size_t max_axes = 32;
+
 /// What is wrong with `extents` as a shape, or nothing: more than 32 axes, a negative extent, or a
 /// product of the non-zero extents that overflows `std::int64_t`. A zero extent makes the count 0 but
 /// hides nothing: every run of axes is multiplied somewhere (`count(start, end)`, strides), so the
 /// product of the others must fit too.
 [[nodiscard]] inline std::optional<std::string> extents_problem(std::span<const std::int64_t> extents) {
-    constexpr std::size_t max_axes = 32;
     if (extents.size() > max_axes) {
         return std::to_string(extents.size()) + " axes given, at most " + std::to_string(max_axes) + " are supported";
     }
@@ -77,7 +79,7 @@ concept ExtentRange = std::ranges::contiguous_range<R> && std::ranges::sized_ran
 class Shape {
 public:
     /// The most axes a shape can have (Caffe's kMaxBlobAxes).
-    static constexpr std::size_t max_axes = 32;
+    static constexpr std::size_t max_axes = detail::max_axes;
 
     /// The rank-0 shape (a scalar: count 1).
     constexpr Shape() noexcept = default;
@@ -124,15 +126,29 @@ public:
     /// Unchecked extent of axis `i` (0 ≤ i < rank).
     [[nodiscard]] constexpr std::int64_t operator[](std::size_t i) const noexcept { return extents_[i]; }
 
+    /// The index in [0, rank) of `axis`, which may be negative (-1 is the last axis), or nothing
+    /// when it is out of range: the one axis rule, which `canonical_axis` and Blob's axis queries apply.
+    [[nodiscard]] constexpr std::optional<std::size_t> axis_position(std::int64_t axis) const noexcept {
+        const auto r = static_cast<std::int64_t>(rank_);
+        if (axis < -r || axis >= r) {
+            return std::nullopt;
+        }
+        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+    }
+
     /// The index in [0, rank) of `axis`, which may be negative (-1 is the last axis).
     /// \throws IndexError when out of range.
     [[nodiscard]] std::size_t canonical_axis(std::int64_t axis) const {
-        const auto r = static_cast<std::int64_t>(rank_);
-        if (axis < -r || axis >= r) {
-            throw IndexError("Shape::canonical_axis: axis " + std::to_string(axis) + " out of range [" +
-                             std::to_string(-r) + ", " + std::to_string(r) + ") for shape " + to_string());
+        if (const auto position = axis_position(axis)) {
+            return *position;
         }
-        return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+        throw IndexError("Shape::canonical_axis: " + axis_range_text(axis) + " for shape " + to_string());
+    }
+
+    /// "axis 5 out of range [-2, 2)": what an axis out of range is, for messages.
+    [[nodiscard]] std::string axis_range_text(std::int64_t axis) const {
+        const auto r = static_cast<std::int64_t>(rank_);
+        return "axis " + std::to_string(axis) + " out of range [" + std::to_string(-r) + ", " + std::to_string(r) + ")";
     }
 
     /// Extent of `axis`, which may be negative. \throws IndexError when out of range.
@@ -197,5 +213,20 @@ private:
     std::int64_t count_ = 1;
     std::uint8_t rank_ = 0;
 };
+
+namespace detail {
+
+/// A shape from extents that come from outside (a file, a foreign tensor), checked as a whole before
+/// anything is made of them: `fail(problem)`, which must throw, is called with what
+/// `extents_problem` finds; readers pass a `fail` that names the file, field or offset.
+template <class Fail>
+[[nodiscard]] Shape checked_shape(std::span<const std::int64_t> extents, Fail&& fail) {
+    if (auto problem = extents_problem(extents)) {
+        std::forward<Fail>(fail)(*problem);
+    }
+    return Shape(extents);
+}
+
+}  // namespace detail
 
 SYNCBLOB_END_NAMESPACE

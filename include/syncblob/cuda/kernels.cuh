@@ -2,9 +2,10 @@
 #pragma once
 
 /// \file
-/// syncblob's custom CUDA kernels: fill and conversion for every element type, and the math
-/// operations (any floating element type; `cuda::Device`'s device math uses them wherever cuBLAS has
-/// no call: half and bfloat16). Needs nvcc: include it from a .cu file. Operations are issued on `stream`;
+/// syncblob's custom CUDA kernels: fill and conversion (by the one rule of core/detail/convert.hpp)
+/// for every element type, and the math operations (any floating element type; `cuda::Device`'s
+/// device math uses them wherever cuBLAS has no call: half and bfloat16). Needs nvcc: include it from
+/// a .cu file. Operations are issued on `stream`;
 /// reductions wait for their result, element-wise operations do not.
 
 #if !defined(__CUDACC__)
@@ -35,11 +36,42 @@ void fill(T* dst, T value, std::int64_t n, cudaStream_t stream = nullptr) {
     detail::launch_for_each(detail::FillAt<T>{dst, value}, n, stream, "cuda::fill", element_name<T>());
 }
 
-/// dst[i] = src[i] converted to `To` (rules: `detail::convert_element`), for i in [0, n).
+/// dst[i] = src[i] converted to `To`, for i in [0, n), by the one conversion rule every converting
+/// load applies (the table of docs/file-safety.md): a value `To` holds exactly converts to it
+/// (floating targets round to nearest, ties to even). A kernel cannot throw, so any other value
+/// takes the saturated value, as `LoadOptions::saturate` loads it: beyond an integer type's range
+/// its min or max, NaN into an integer 0, a fraction truncated toward zero, a finite value beyond a
+/// floating type's range its largest finite value, a nonzero value into BOOL true. Issued on
+/// `stream`, not waited for; `convert_checked` also says whether every value was exact.
 template <Element To, Element From>
 void convert(To* dst, const From* src, std::int64_t n, cudaStream_t stream = nullptr) {
     detail::launch_for_each(detail::ConvertAt<To, From>{dst, src}, n, stream, "cuda::convert", element_name<From>(),
                             element_name<To>());
+}
+
+/// `convert`, and in the same pass the check a load without `LoadOptions::saturate` makes: returns
+/// the index of the first element that did not convert exactly (`n` when every one did), after
+/// which the caller can refuse the result. `dst` is written in full either way. Waits for the
+/// index (not for other work on `stream`).
+template <Element To, Element From>
+[[nodiscard]] std::int64_t convert_checked(To* dst, const From* src, std::int64_t n, cudaStream_t stream = nullptr) {
+    if (n <= 0) {
+        return 0;
+    }
+    const std::string_view op = "cuda::convert_checked";
+    const auto context = [&] { return detail::launch_context(op, element_name<From>(), n, element_name<To>()); };
+    int device = 0;
+    SYNCBLOB_CUDA_CHECK(cudaGetDevice(&device), context());
+    const detail::ReductionScratch& scratch = detail::ReductionScratch::of_thread(device);
+    auto* first = scratch.device<unsigned long long>();
+    auto* result = scratch.host<unsigned long long>();
+    SYNCBLOB_CUDA_CHECK(cudaMemsetAsync(first, 0xFF, sizeof *first, stream), context());  // no index yet
+    detail::launch_for_each(detail::ConvertAt<To, From>{dst, src, first}, n, stream, op, element_name<From>(),
+                            element_name<To>());
+    SYNCBLOB_CUDA_CHECK(cudaMemcpyAsync(result, first, sizeof *result, cudaMemcpyDeviceToHost, stream), context());
+    SYNCBLOB_CUDA_CHECK(cudaEventRecord(scratch.copied(), stream), context());
+    SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(scratch.copied()), context());
+    return *result < static_cast<unsigned long long>(n) ? static_cast<std::int64_t>(*result) : n;
 }
 
 namespace detail {

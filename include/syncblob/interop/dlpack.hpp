@@ -43,10 +43,10 @@ struct AsyncPool;
 
 namespace dlpack {
 
-/// Which side of a buffer to export.
-enum class Side : std::uint8_t { host, device };
-/// Which buffer of a blob to export.
-enum class Part : std::uint8_t { data, diff };
+/// Which side of a buffer to export: syncblob's own `Side` (memory/head.hpp).
+using syncblob::Side;
+/// Which buffer of a blob to export: syncblob's own `Part` (blob/options.hpp).
+using syncblob::Part;
 
 /// Customisation point: the DLPack device type of a device backend's memory, as `value`. None for
 /// a backend without one (its device side cannot be exported, and device tensors cannot be imported

@@ -68,7 +68,8 @@ enum class TypeCode : std::uint8_t {
     bfloat = 4,  ///< bfloat16 (`kDLBfloat`)
     complex = 5,
     boolean = 6,  ///< one byte per element (`kDLBool`)
-    // 7 … 17: the 8-, 6- and 4-bit floating-point formats of DLPack 1.1 (no syncblob element type)
+    // 7 … 17: the 8-, 6- and 4-bit floating-point formats of DLPack 1.1; the codes of those syncblob
+    // holds (the 8-bit floats of OCP) are columns of the element table (core/element.hpp)
 };
 
 /// `DLDataType`: code, bits per lane and lanes (syncblob's element types have one lane).
@@ -189,17 +190,16 @@ requires detail::AnyManagedTensor<To> && detail::AnyManagedTensor<std::remove_co
     return reinterpret_cast<To*>(tensor);
 }
 
-/// The DLPack data type of a syncblob dtype: F64, F32 and F16 are `floating` with 64, 32 and 16
-/// bits, BF16 is `bfloat` 16, the integers `signed_int` / `unsigned_int`, BOOL is `boolean` 8;
-/// one lane.
+/// The DLPack data type of a syncblob dtype: the element table's DLPack code (F64, F32 and F16
+/// `floating`, BF16 `bfloat`, the integers `signed_int` / `unsigned_int`, BOOL `boolean`, the 8-bit
+/// floats DLPack 1.1's `kDLFloat8_e4m3fn`, `kDLFloat8_e5m2` and `kDLFloat8_e8m0fnu`), 8 bits per
+/// byte of the element, one lane.
 [[nodiscard]] constexpr DLDataType dl_data_type_of(Dtype d) noexcept {
-    using C = TypeCode;
-    // In the order of Dtype: F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL.
-    constexpr std::array<TypeCode, all_dtypes.size()> codes{
-        C::floating,   C::floating,     C::floating,     C::bfloat,       C::signed_int,   C::signed_int, C::signed_int,
-        C::signed_int, C::unsigned_int, C::unsigned_int, C::unsigned_int, C::unsigned_int, C::boolean};
-    return DLDataType{static_cast<std::uint8_t>(codes[static_cast<std::size_t>(d)]),
-                      static_cast<std::uint8_t>(dtype_size(d) * 8), 1};
+    if (!is_dtype(d)) {
+        return DLDataType{static_cast<std::uint8_t>(TypeCode::opaque_handle), 0, 1};
+    }
+    const syncblob::DtypeInfo& row = dtype_table[static_cast<std::size_t>(d)];
+    return DLDataType{row.dlpack_code, static_cast<std::uint8_t>(row.size * 8), 1};
 }
 
 /// The DLPack data type of an element type (see `dl_data_type_of`).
@@ -217,12 +217,18 @@ inline constexpr DLDataType dl_data_type = dl_data_type_of(dtype_of<T>);
 }
 
 /// A DLPack data type for messages: "float32", "bfloat16", "uint8", "bool8", "float32x4" (four
-/// lanes), "code 9 8-bit" (a code syncblob does not name).
+/// lanes), "F8_E4M3 (code 10, 8-bit)" (a code of DLPack 1.1's 8-bit floats, by the element table's
+/// name), "code 9 8-bit" (a code syncblob does not name).
 [[nodiscard]] inline std::string dtype_string(DLDataType t) {
     constexpr const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
-    std::string s = t.code < std::size(names)
-                        ? std::string(names[t.code]) + std::to_string(t.bits)
-                        : "code " + std::to_string(t.code) + " " + std::to_string(t.bits) + "-bit";
+    std::string s;
+    if (t.code < std::size(names)) {
+        s = std::string(names[t.code]) + std::to_string(t.bits);
+    } else if (const auto d = dtype_from(DLDataType{t.code, t.bits, 1})) {
+        s = std::string(dtype_name(*d)) + " (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + "-bit)";
+    } else {
+        s = "code " + std::to_string(t.code) + " " + std::to_string(t.bits) + "-bit";
+    }
     if (t.lanes != 1) {
         s += "x" + std::to_string(t.lanes);
     }

@@ -41,12 +41,12 @@ using CaffeModelBlobs = std::map<std::string, std::vector<Blob<T, A>>, std::less
 template <Element T, SyncedAllocator A>
 void parse_blob_proto(std::string_view bytes, Blob<T, A>& blob, const LoadOptions& options = {},
                       std::string_view source = "BlobProto") {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    namespace dc = syncblob::detail::caffe;
+    detail::caffe::require_caffe_element<T>();
+    namespace dc = detail::caffe;
     const dc::BlobScan scan = dc::scan_blob(bytes, 0, source);
     const dc::BlobPlan plan = dc::plan_blob<T>(scan, options, source, "BlobProto");
     std::uint64_t budget = options.max_bytes;
-    dc::charge(budget, plan.bytes, syncblob::detail::protobuf::Reader({}, 0, source, "BlobProto"), 0, "BlobProto");
+    dc::charge(budget, plan.bytes, detail::protobuf::Reader({}, 0, source, "BlobProto"), 0, "BlobProto");
     if (!options.reshape && (scan.shape != blob.shape() || !blob.has_shape())) {
         throw ShapeError("io::parse_blob_proto: " + std::string(source) + " holds shape " + scan.shape.to_string() +
                          ", the blob has " + blob.shape_string() + " (LoadOptions::reshape is false)");
@@ -58,13 +58,13 @@ void parse_blob_proto(std::string_view bytes, Blob<T, A>& blob, const LoadOption
 /// protobuf writes them, so the bytes equal those of Caffe's own `ToProto` + `SerializeToString`.
 template <Element T, SyncedAllocator A>
 [[nodiscard]] std::string serialize_blob_proto(const Blob<T, A>& blob, bool write_diff = false) {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    syncblob::detail::caffe::require_shape(blob, "io::serialize_blob_proto");
+    detail::caffe::require_caffe_element<T>();
+    detail::caffe::require_shape(blob, "io::serialize_blob_proto");
     std::string out;
-    out.reserve(static_cast<std::size_t>(syncblob::detail::caffe::blob_proto_size(blob, write_diff)));
-    syncblob::detail::protobuf::StringSink sink{out};
-    syncblob::detail::protobuf::Writer w(sink);
-    syncblob::detail::caffe::write_blob_proto(w, blob, write_diff);
+    out.reserve(static_cast<std::size_t>(detail::caffe::blob_proto_size(blob, write_diff)));
+    detail::protobuf::StringSink sink{out};
+    detail::protobuf::Writer w(sink);
+    detail::caffe::write_blob_proto(w, blob, write_diff);
     return out;
 }
 
@@ -76,9 +76,9 @@ template <Element T = float, SyncedAllocator A = HostOnly>
 [[nodiscard]] std::vector<Blob<T, A>> parse_blob_proto_vector(std::string_view bytes, const LoadOptions& options = {},
                                                               std::string_view source = "BlobProtoVector",
                                                               std::optional<std::size_t> expected_count = {}) {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    namespace dc = syncblob::detail::caffe;
-    namespace pb = syncblob::detail::protobuf;
+    detail::caffe::require_caffe_element<T>();
+    namespace dc = detail::caffe;
+    namespace pb = detail::protobuf;
     pb::Reader r(bytes, 0, source, "BlobProtoVector");
     std::vector<Blob<T, A>> blobs;
     std::uint64_t budget = options.max_bytes;
@@ -108,11 +108,11 @@ template <Element T = float, SyncedAllocator A = HostOnly>
 /// Serializes blobs as a `BlobProtoVector`.
 template <Element T, SyncedAllocator A>
 [[nodiscard]] std::string serialize_blob_proto_vector(std::span<const Blob<T, A>> blobs, bool write_diff = false) {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    namespace dc = syncblob::detail::caffe;
+    detail::caffe::require_caffe_element<T>();
+    namespace dc = detail::caffe;
     std::string out;
-    syncblob::detail::protobuf::StringSink sink{out};
-    syncblob::detail::protobuf::Writer w(sink);
+    detail::protobuf::StringSink sink{out};
+    detail::protobuf::Writer w(sink);
     for (const auto& blob : blobs) {
         dc::require_shape(blob, "io::serialize_blob_proto_vector");
         w.length_delimited(1, dc::blob_proto_size(blob, write_diff));
@@ -134,9 +134,9 @@ template <Element T, SyncedAllocator A>
 template <Element T = float, SyncedAllocator A = HostOnly>
 [[nodiscard]] CaffeModelBlobs<T, A> parse_caffemodel(std::string_view bytes, const LoadOptions& options = {},
                                                      std::string_view source = "NetParameter") {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    namespace dc = syncblob::detail::caffe;
-    namespace pb = syncblob::detail::protobuf;
+    detail::caffe::require_caffe_element<T>();
+    namespace dc = detail::caffe;
+    namespace pb = detail::protobuf;
     CaffeModelBlobs<T, A> layers;
     std::uint64_t budget = options.max_bytes;
     pb::Reader net(bytes, 0, source, "NetParameter");
@@ -216,12 +216,12 @@ void load_binaryproto(const std::filesystem::path& file, Blob<T, A>& blob, const
 template <Element T, SyncedAllocator A>
 void save_binaryproto(const std::filesystem::path& file, const Blob<T, A>& blob, bool write_diff = false,
                       const SaveOptions& options = {}) {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    syncblob::detail::caffe::require_shape(blob, "io::save_binaryproto");
+    detail::caffe::require_caffe_element<T>();
+    detail::caffe::require_shape(blob, "io::save_binaryproto");
     save_atomic(file, options, [&](FileWriter& out) {
-        out.reserve(syncblob::detail::caffe::blob_proto_size(blob, write_diff));
-        syncblob::detail::protobuf::Writer w(out);
-        syncblob::detail::caffe::write_blob_proto(w, blob, write_diff);
+        out.reserve(detail::caffe::blob_proto_size(blob, write_diff));
+        detail::protobuf::Writer w(out);
+        detail::caffe::write_blob_proto(w, blob, write_diff);
     });
 }
 
@@ -239,13 +239,13 @@ template <Element T = float, SyncedAllocator A = HostOnly>
 template <Element T, SyncedAllocator A>
 void save_blob_proto_vector(const std::filesystem::path& file, std::span<const Blob<T, A>> blobs,
                             bool write_diff = false, const SaveOptions& options = {}) {
-    syncblob::detail::caffe::require_caffe_element<T>();
-    namespace dc = syncblob::detail::caffe;
+    detail::caffe::require_caffe_element<T>();
+    namespace dc = detail::caffe;
     for (const auto& blob : blobs) {
         dc::require_shape(blob, "io::save_blob_proto_vector");
     }
     save_atomic(file, options, [&](FileWriter& out) {
-        syncblob::detail::protobuf::Writer w(out);
+        detail::protobuf::Writer w(out);
         for (const auto& blob : blobs) {
             w.length_delimited(1, dc::blob_proto_size(blob, write_diff));
             dc::write_blob_proto(w, blob, write_diff);

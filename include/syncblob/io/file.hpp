@@ -18,6 +18,7 @@
 
 #include "../core/error.hpp"
 #include "detail/atomic_save.hpp"
+#include "detail/convert.hpp"
 #include "detail/format_error.hpp"
 #include "detail/posix_file.hpp"
 
@@ -34,13 +35,25 @@ struct LoadOptions {
     /// The most bytes a loader may allocate (or map) for one call. A file that needs more is a
     /// `FormatError` before anything is allocated.
     std::uint64_t max_bytes = default_max_bytes;
-    /// Allow a file dtype different from the blob's element type, converting each element
-    /// (integers saturate from floating values, NaN becomes 0; bool is "nonzero"). Off: a
-    /// dtype mismatch is a `FormatError`.
+    /// Allow a file dtype different from the blob's element type, converting each element by
+    /// one rule for every format (the table in docs/file-safety.md): a value the blob's type
+    /// holds exactly converts (floating targets round to nearest); any other value (-1 into U8,
+    /// 2.5 into I32, NaN into an integer, 1e300 into F16, 2 into BOOL) is a `FormatError` naming
+    /// the element and its value, unless `saturate` is set. Off: a dtype mismatch is a `FormatError`.
     bool convert = false;
+    /// With `convert`: take, for a value the blob's type cannot hold, the nearest one it can: the
+    /// type's min or max beyond its range, 0 for NaN into an integer, a fraction truncated toward
+    /// zero, the largest finite value for a finite value beyond a floating type, true for any
+    /// nonzero value into BOOL. Off: such a value is a `FormatError`.
+    bool saturate = false;
     /// Adopt the file's shape. Off: a different shape is a `ShapeError` and the blob is unchanged.
     bool reshape = true;
 };
+
+/// The conversion rule `options` ask for.
+[[nodiscard]] constexpr detail::ConvertRule convert_rule(const LoadOptions& options) noexcept {
+    return options.saturate ? detail::ConvertRule::saturate : detail::ConvertRule::exact;
+}
 
 /// How a writer saves a file.
 struct SaveOptions {
@@ -113,7 +126,7 @@ public:
 
     /// The file being written, for messages: the temporary file's name, or the file it will
     /// replace while the temporary has no name (Linux's `O_TMPFILE`).
-    [[nodiscard]] const std::filesystem::path& path() const noexcept {
+    [[nodiscard]] std::filesystem::path path() const {
         return file_.path();
     }
 
@@ -121,7 +134,7 @@ private:
     template <class Fn>
     friend void save_atomic(const std::filesystem::path& target, const SaveOptions& options, Fn&& write_fn);
 
-    explicit FileWriter(std::filesystem::path destination) : file_(std::move(destination)) {}
+    explicit FileWriter(const detail::SaveTarget& target) : file_(target) {}
 
     detail::TemporaryFile file_;
     std::uint64_t written_ = 0;
@@ -142,10 +155,26 @@ private:
 /// device such as /dev/null, a FIFO, a socket) and a link that leads nowhere are refused before
 /// `write_fn` runs and before anything is created: an IOError saying what it is ("save: cannot
 /// replace \"/dev/null\": is a character device, not a regular file"; "...: is a dangling symbolic
-/// link ..."). \throws IOError on a refused target or a file-system failure.
+/// link ...").
+///
+/// What a save does to the file it replaces (docs/file-safety.md says it at length):
+/// - **Mode, owner, group**: the new file takes the old one's mode, and its owner and group where
+///   the process may set them (root may; others keep their own files' owner, and a group they
+///   belong to). A set-user-ID or set-group-ID bit is kept only with the owner or group it is for.
+///   Extended attributes and ACLs are not copied. A new file gets 0666 less the umask.
+/// - **Read-only files**: a file the process could not write in place (its permissions, a
+///   read-only file system, an immutable file) is refused with an IOError ("... is read-only for
+///   this process ...") before anything is written: a save does not do by rename what the file
+///   forbids. (Root may write any file, so root's saves replace read-only files, as `cp` does.)
+/// - **Hard links**: the save replaces the name it was given (after following symbolic links);
+///   other hard links to the old file keep the old contents: the link is split.
+/// - **Long names**: any name the file system allows (up to NAME_MAX, 255 bytes) saves; the
+///   temporary's name is cut to fit. A longer name is refused before anything is written. Every
+///   step works relative to the open folder, so a path near PATH_MAX saves too.
+/// \throws IOError on a refused target or a file-system failure.
 template <class Fn>
 void save_atomic(const std::filesystem::path& target, const SaveOptions& options, Fn&& write_fn) {
-    FileWriter writer(detail::resolve_save_destination(target));
+    FileWriter writer(detail::resolve_save_target(target));
     std::forward<Fn>(write_fn)(writer);
     if (writer.reserved_ > writer.written_) {  // a reservation beyond the end is given back
         if (::ftruncate(writer.file_.fd(), static_cast<off_t>(writer.written_)) != 0) {

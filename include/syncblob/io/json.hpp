@@ -12,6 +12,11 @@
 /// Readers also take Caffe's legacy 4-D fields `num`, `channels`, `height`, `width` instead of
 /// `shape` (a missing one counts as 1). `nlohmann::json j = blob;` and `j.get_to(blob)` work
 /// through the ADL hooks; `io::from_json` takes `LoadOptions` (strict shape, conversion, limit).
+///
+/// Text is read by syncblob's streaming reader, in two passes (structure, then values) that hold
+/// nothing but the blob being filled: `load_json` and `parse_json` take time linear in the text and
+/// memory of the blob plus a small constant, whatever the text holds (a gigabyte of whitespace
+/// included), and refuse a shape over `LoadOptions::max_bytes` as soon as they read it.
 
 #include <array>
 #include <cstddef>
@@ -21,13 +26,17 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "../blob.hpp"
 #include "detail/json_document.hpp"
+#include "detail/json_dom.hpp"
+#include "detail/json_input.hpp"
+#include "detail/json_reader.hpp"
+#include "detail/posix_file.hpp"
 #include "detail/staged_load.hpp"
 #include "file.hpp"
 
@@ -45,7 +54,7 @@ enum class WriteDiff : std::uint8_t {
 /// The JSON document of `blob`. \throws ShapeError when the blob has no shape (default-constructed).
 template <Element T, SyncedAllocator A>
 [[nodiscard]] nlohmann::json to_json(const Blob<T, A>& blob, WriteDiff diff = WriteDiff::if_set) {
-    namespace dj = syncblob::detail::json_io;
+    namespace dj = detail::json_io;
     if (!blob.has_shape()) {
         throw ShapeError("io::to_json: the blob has no shape (default-constructed or moved from)");
     }
@@ -70,38 +79,53 @@ template <Element T, SyncedAllocator A>
     return j;
 }
 
-/// Reads a JSON document into `blob`. With `options.reshape` (the default) the blob takes the
-/// document's shape; without, a different shape is a `ShapeError`. A document dtype other than
-/// the blob's is a `FormatError` unless `options.convert`. `diff` is set when the document has one
-/// and left as it was otherwise. On any exception the blob is unchanged.
-/// \throws FormatError naming `source`, the field and what was expected.
-template <Element T, SyncedAllocator A>
-void from_json(const nlohmann::json& j, Blob<T, A>& blob, const LoadOptions& options,
-               std::string_view source = "JSON") {
-    const syncblob::detail::json_io::Document doc = syncblob::detail::json_io::read_document(j, source);
+namespace detail {
+
+/// Loads a blob document that `pass(handler)` reports to a reader's handler (once per pass): the
+/// structure first, then, into new storage of the document's shape, the values.
+template <Element T, SyncedAllocator A, class Pass>
+void load_document(Pass&& pass, Blob<T, A>& blob, const LoadOptions& options, std::string_view source) {
+    namespace dj = detail::json_io;
+    dj::DocumentScan scan(source, sizeof(T), options.max_bytes);
+    pass(scan);
+    const dj::Document doc = scan.finish();
     if (doc.dtype != dtype_of<T> && !options.convert) {
         throw_format_error(source, "dtype",
                            "the document holds " + std::string(dtype_name(doc.dtype)) + ", the blob " +
                                std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
     }
-    const auto count = static_cast<std::uint64_t>(doc.shape.count());
-    const std::uint64_t bytes = count * sizeof(T) * (doc.diff != nullptr ? 2 : 1);
-    if (bytes > options.max_bytes) {
-        throw_format_error(source, "data",
-                           std::to_string(bytes) + " bytes for shape " + doc.shape.to_string() +
-                               " exceed the limit of " + std::to_string(options.max_bytes) +
-                               " bytes (LoadOptions::max_bytes)");
-    }
     if (!options.reshape && (doc.shape != blob.shape() || !blob.has_shape())) {
         throw ShapeError("io::from_json: " + std::string(source) + " holds shape " + doc.shape.to_string() +
                          ", the blob has " + blob.shape_string() + " (LoadOptions::reshape is false)");
     }
-    syncblob::detail::StagedLoad<T, A> stage(blob, doc.shape);
-    syncblob::detail::json_io::decode_values(*doc.data, doc.dtype, source, "data", stage.data());
-    if (doc.diff != nullptr) {
-        syncblob::detail::json_io::decode_values(*doc.diff, doc.dtype, source, "diff", stage.diff());
-    }
+    detail::StagedLoad<T, A> stage(blob, doc.shape);
+    const std::span<T> data = stage.data();
+    const std::span<T> diff = doc.has_diff ? stage.diff() : std::span<T>{};
+    syncblob::detail::visit_dtype(doc.dtype, [&]<class S>(std::type_identity<S>) {
+        dj::DocumentFill<S, T> fill(source, data, diff, convert_rule(options));
+        pass(fill);
+    });
     stage.commit(blob);
+}
+
+/// The reader's limits for a blob document: no string in one is longer than a few bytes.
+inline detail::json_stream::JsonLimits document_limits() {
+    detail::json_stream::JsonLimits limits;
+    limits.max_string = 4096;
+    return limits;
+}
+
+}  // namespace detail
+
+/// Reads a JSON document into `blob`. With `options.reshape` (the default) the blob takes the
+/// document's shape; without, a different shape is a `ShapeError`. A document dtype other than
+/// the blob's is a `FormatError` unless `options.convert` (values convert by `LoadOptions`' rule).
+/// `diff` is set when the document has one and left as it was otherwise. On any exception the
+/// blob is unchanged. \throws FormatError naming `source`, the field and what was expected.
+template <Element T, SyncedAllocator A>
+void from_json(const nlohmann::json& j, Blob<T, A>& blob, const LoadOptions& options,
+               std::string_view source = "JSON") {
+    detail::load_document([&](auto& handler) { detail::json_io::emit(j, handler); }, blob, options, source);
 }
 
 /// `from_json` that refuses to reshape: a document of another shape is a `ShapeError`.
@@ -113,59 +137,42 @@ void from_json_strict(const nlohmann::json& j, Blob<T, A>& blob, std::string_vie
 }
 
 /// Parses JSON text into a document, refusing duplicate keys (nlohmann would keep the last),
-/// nesting deeper than 64, and documents whose parsed form would exceed `max_bytes`.
-/// \throws FormatError naming `source` and the byte offset.
+/// nesting deeper than 64, and documents whose parsed form (with the text) would exceed
+/// `max_bytes`. Time is linear in the text (up to the logarithm of an object's size, for the
+/// lookups that refuse duplicate keys). \throws FormatError naming `source` and the byte offset.
 [[nodiscard]] inline nlohmann::json parse_json_text(std::string_view text, std::uint64_t max_bytes,
                                                     std::string_view source = "JSON") {
-    constexpr int max_depth = 64;
-    std::vector<std::unordered_set<std::string>> keys;
-    std::uint64_t bytes = text.size();
-    auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        using E = nlohmann::json::parse_event_t;
-        bytes += sizeof(nlohmann::json);
-        if (bytes > max_bytes) {
-            throw_format_error(
-                source, "document",
-                "parsing needs more than " + std::to_string(max_bytes) + " bytes (LoadOptions::max_bytes)");
-        }
-        if (depth > max_depth) {
-            throw_format_error(source, "document", "nested deeper than " + std::to_string(max_depth) + " levels");
-        }
-        if (event == E::object_start) {
-            keys.emplace_back();
-        } else if (event == E::object_end && !keys.empty()) {
-            keys.pop_back();
-        } else if (event == E::key && !keys.empty()) {
-            const auto& key = parsed.get_ref<const std::string&>();
-            bytes += key.size();
-            if (!keys.back().insert(key).second) {
-                throw_format_error(source, "field \"" + key + "\"", "duplicate key");
-            }
-        }
-        return true;
-    };
-    try {
-        return nlohmann::json::parse(text.begin(), text.end(), check);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw_format_error(source, "byte " + std::to_string(e.byte), e.what());
-    } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number too large for a double
-        throw_format_error(source, "document", e.what());
-    }
+    detail::json_io::DomBuilder builder(source, text.size(), max_bytes);
+    detail::json_stream::TextInput in(text);
+    detail::json_stream::read_json(in, builder, {}, source);
+    return builder.take();
 }
 
-/// Reads JSON text into `blob` (see `from_json`).
+/// Reads JSON text into `blob` (see `from_json`), streaming: no document is built.
 template <Element T, SyncedAllocator A>
 void parse_json(std::string_view text, Blob<T, A>& blob, const LoadOptions& options = {},
                 std::string_view source = "JSON") {
-    from_json(parse_json_text(text, options.max_bytes, source), blob, options, source);
+    detail::load_document(
+        [&](auto& handler) {
+            detail::json_stream::TextInput in(text);
+            detail::json_stream::read_json(in, handler, detail::document_limits(), source);
+        },
+        blob, options, source);
 }
 
-/// Loads a JSON file into `blob` (see `from_json`). \throws IOError, FormatError, ShapeError; the
-/// blob is then unchanged.
+/// Loads a JSON file into `blob` (see `from_json`), streaming it twice in small chunks: the load
+/// holds the blob and a 64 KiB buffer, whatever the file's size. \throws IOError, FormatError,
+/// ShapeError; the blob is then unchanged.
 template <Element T, SyncedAllocator A>
 void load_json(const std::filesystem::path& file, Blob<T, A>& blob, const LoadOptions& options = {}) {
-    const std::string text = read_file(file, options.max_bytes);
-    parse_json(text, blob, options, file.string());
+    const detail::InputFile in(file);
+    const std::string source = file.string();
+    detail::load_document(
+        [&](auto& handler) {
+            detail::json_stream::FileInput input(in, 0, in.size());
+            detail::json_stream::read_json(input, handler, detail::document_limits(), source);
+        },
+        blob, options, source);
 }
 
 /// Saves `blob` as a JSON file, atomically (see `save_atomic`). `indent` < 0 writes one line.

@@ -30,25 +30,25 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace io {
 
-/// Which of a blob's two buffers a `.npy` file holds.
-enum class Part : std::uint8_t { data, diff };
+/// Which of a blob's two buffers a `.npy` file holds: syncblob's own `Part` (blob/options.hpp).
+using syncblob::Part;
 
-namespace detail_npy {
+namespace detail {
 
 template <class Source>
-syncblob::detail::NpyHeader read_npy_header(const Source& source) {
-    syncblob::detail::NpyHeader h;
+detail::NpyHeader read_npy_header(const Source& source) {
+    detail::NpyHeader h;
     unsigned char first[12] = {};
     const auto size = source.size();
     source.read_at(0, first, static_cast<std::size_t>(size < 12 ? size : 12), "prefix");
-    const auto [length, prefix] = syncblob::detail::parse_npy_prefix(first, size, source.name(), h);
+    const auto [length, prefix] = detail::parse_npy_prefix(first, size, source.name(), h);
     std::string text(length, '\0');
     source.read_at(prefix, text.data(), length, "header");
     if (length == 0 || text.back() != '\n') {
         throw_format_error(source.name(), "header byte " + std::to_string(prefix + (length == 0 ? 0 : length - 1)),
                            "expected the header to end with a newline");
     }
-    syncblob::detail::NpyDictParser(text, prefix, source.name()).parse(h);
+    detail::NpyDictParser(text, prefix, source.name()).parse(h);
     h.data_offset = std::uint64_t{prefix} + length;
     const std::size_t item = dtype_size(h.dtype);
     if (h.count > (std::uint64_t{1} << 63) / item) {
@@ -89,24 +89,31 @@ void load(const Source& source, Blob<T, A>& blob, const LoadOptions& options, Pa
         throw ShapeError("load_npy: " + source.name() + " holds shape " + shape.to_string() + ", the blob has " +
                          blob.shape_string() + " (set LoadOptions::reshape to adopt it)");
     }
-    syncblob::detail::StagedLoad<T, A> stage(blob, shape);
+    detail::StagedLoad<T, A> stage(blob, shape);
     const auto dst = part == Part::data ? stage.data() : stage.diff();
-    syncblob::detail::read_elements(source, h.data_offset, h.dtype, h.big_endian, dst.size(), dst.data(),
-                                    "data at byte " + std::to_string(h.data_offset));
+    detail::read_elements(source, h.data_offset, h.dtype, h.big_endian, dst.size(), dst.data(),
+                          "data at byte " + std::to_string(h.data_offset), convert_rule(options));
     stage.commit(blob);
 }
 
-}  // namespace detail_npy
+}  // namespace detail
 
 /// Writes the blob's data (or diff) to `file` as `np.save` would, atomically. A blob with no
-/// shape (default-constructed) is written with shape (0,). \throws IOError
+/// shape (default-constructed) is written with shape (0,). \throws IOError; FormatError, writing
+/// nothing, for an element type NumPy has no standard dtype for (the 8-bit floats).
 template <Element T, SyncedAllocator A>
 void save_npy(const std::filesystem::path& file, const Blob<T, A>& blob, const SaveOptions& options = {},
               Part part = Part::data) {
     const std::vector<std::int64_t> shape = blob.has_shape()
                                                 ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
                                                 : std::vector<std::int64_t>{0};
-    const std::string header = syncblob::detail::npy_header_bytes(dtype_of<T>, shape);
+    if (detail::npy_descr(dtype_of<T>).empty()) {
+        throw_format_error(file.string(), "descr",
+                           std::string(element_name<T>()) +
+                               " has no NumPy dtype: NumPy has no standard descriptor for the 8-bit floats "
+                               "(save_safetensors names them; or copy the blob into a float blob first)");
+    }
+    const std::string header = detail::npy_header_bytes(dtype_of<T>, shape);
     const auto values = part == Part::data ? blob.host_data() : blob.host_diff();
     save_atomic(file, options, [&](FileWriter& w) {
         w.reserve(header.size() + values.size_bytes());
@@ -123,14 +130,14 @@ void save_npy(const std::filesystem::path& file, const Blob<T, A>& blob, const S
 template <Element T, SyncedAllocator A>
 void load_npy(const std::filesystem::path& file, Blob<T, A>& blob, const LoadOptions& options = {},
               Part part = Part::data) {
-    detail_npy::load(syncblob::detail::FileSource(file), blob, options, part);
+    detail::load(detail::FileSource(file), blob, options, part);
 }
 
 /// Reads `.npy` bytes held in memory; `source` names them in error messages.
 template <Element T, SyncedAllocator A>
 void load_npy(std::span<const std::byte> bytes, std::string_view source, Blob<T, A>& blob,
               const LoadOptions& options = {}, Part part = Part::data) {
-    detail_npy::load(syncblob::detail::MemorySource(bytes, source), blob, options, part);
+    detail::load(detail::MemorySource(bytes, source), blob, options, part);
 }
 
 /// A new blob holding a `.npy` file's array.

@@ -7,7 +7,9 @@
 /// and loadable by memory-mapping the file and borrowing its pages without a copy.
 ///
 /// A blob's diff, when saved, is the tensor `<name>.__diff__` (`diff_suffix`): same dtype and
-/// shape as `<name>`. Loading `<name>` also loads that tensor, when present, into the diff.
+/// shape as `<name>`. Loading `<name>` also loads that tensor, when present, into the diff. Names
+/// ending in the suffix are reserved for diffs: the writer refuses them as names of their own, and
+/// `load_all` refuses a diff whose blob is not in the file (every tensor loads or is an error).
 /// Needs the `syncblob::json` target (nlohmann/json).
 
 #include <algorithm>
@@ -26,136 +28,18 @@
 
 #include "../blob.hpp"
 #include "detail/byte_source.hpp"
+#include "detail/json_input.hpp"
 #include "detail/mapped_file.hpp"
+#include "detail/name_index.hpp"
 #include "detail/safetensors_format.hpp"
+#include "detail/safetensors_header.hpp"
 #include "detail/staged_load.hpp"
 #include "file.hpp"
+#include "safetensors_writer.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
 namespace io {
-
-/// The suffix that names the tensor holding a blob's diff: "conv1.weight" → "conv1.weight.__diff__".
-inline constexpr std::string_view diff_suffix = ".__diff__";
-
-/// String metadata of a safetensors file (`__metadata__`); written with its keys sorted.
-using Metadata = std::map<std::string, std::string>;
-
-/// Collects named blobs, then saves them as one safetensors file. The blobs are read when added
-/// (synchronised to the host then) and must stay alive and unchanged until `save` returns.
-class SafetensorsWriter {
-public:
-    /// Adds the blob's data as `name` and, with `with_diff`, its diff as `name + diff_suffix`: both
-    /// or neither. \throws FormatError when a name is already taken or is "__metadata__" (nothing
-    /// is added then).
-    template <Element T, SyncedAllocator A>
-    void add(std::string name, const Blob<T, A>& blob, bool with_diff = false) {
-        std::vector<std::int64_t> shape = blob.has_shape()
-                                              ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
-                                              : std::vector<std::int64_t>{0};
-        if (!with_diff) {
-            add_bytes(std::move(name), dtype_of<T>, std::move(shape), std::as_bytes(blob.host_data()));
-            return;
-        }
-        std::string diff_name = name + std::string(diff_suffix);
-        check_name(name);
-        check_name(diff_name);
-        const auto data = std::as_bytes(blob.host_data());
-        const auto diff = std::as_bytes(blob.host_diff());
-        entries_.reserve(entries_.size() + 2);  // neither push_back below can throw now
-        push(std::move(diff_name), dtype_of<T>, shape, diff);
-        push(std::move(name), dtype_of<T>, std::move(shape), data);
-    }
-
-    /// Adds raw little-endian bytes as a tensor (`bytes` must outlive `save`).
-    /// \throws FormatError when the name is already taken or is "__metadata__".
-    void add_bytes(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
-        check_name(name);
-        entries_.reserve(entries_.size() + 1);
-        push(std::move(name), dtype, std::move(shape), bytes);
-    }
-
-    /// The string metadata written as `__metadata__`.
-    Metadata& metadata() noexcept { return metadata_; }
-
-    /// The whole header (length, JSON, padding) for the tensors added so far.
-    [[nodiscard]] std::string header() {
-        order();
-        const std::string json = detail::safetensors_header(entries(), metadata_);
-        std::string out(8, '\0');
-        for (std::size_t i = 0; i < 8; ++i) {
-            out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
-        }
-        return out + json;
-    }
-
-    /// Writes the file atomically (see `save_atomic`). \throws IOError, FormatError
-    void save(const std::filesystem::path& file, const SaveOptions& options = {}) {
-        const std::string head = header();
-        std::uint64_t total = head.size();
-        for (const auto& p : entries_) {
-            total += p.bytes.size();
-        }
-        save_atomic(file, options, [&](FileWriter& w) {
-            w.reserve(total);
-            w.write(head.data(), head.size());
-            for (const auto& p : entries_) {
-                w.write(p.bytes.data(), p.bytes.size());
-            }
-        });
-    }
-
-private:
-    struct Pending {
-        detail::SafetensorsEntry entry;
-        std::span<const std::byte> bytes;
-    };
-
-    void check_name(const std::string& name) const {
-        if (name == "__metadata__" ||
-            std::any_of(entries_.begin(), entries_.end(), [&](const Pending& p) { return p.entry.name == name; })) {
-            throw_format_error("safetensors", "tensor \"" + name + "\"",
-                               name == "__metadata__" ? "the name is reserved" : "added twice");
-        }
-    }
-
-    // Appends an entry whose name was checked, into capacity reserved by the caller.
-    void push(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
-        detail::SafetensorsEntry e;
-        e.name = std::move(name);
-        e.dtype = dtype;
-        e.shape = std::move(shape);
-        e.end = bytes.size();
-        entries_.push_back({std::move(e), bytes});
-    }
-
-    // The reference's order (dtype enum descending, then name) and the offsets it implies.
-    void order() {
-        std::sort(entries_.begin(), entries_.end(), [](const Pending& a, const Pending& b) {
-            const int ra = detail::safetensors_rank(a.entry.dtype);
-            const int rb = detail::safetensors_rank(b.entry.dtype);
-            return ra != rb ? ra > rb : a.entry.name < b.entry.name;
-        });
-        std::uint64_t at = 0;
-        for (auto& p : entries_) {
-            p.entry.begin = at;
-            at += p.bytes.size();
-            p.entry.end = at;
-        }
-    }
-
-    std::vector<detail::SafetensorsEntry> entries() const {
-        std::vector<detail::SafetensorsEntry> out;
-        out.reserve(entries_.size());
-        for (const auto& p : entries_) {
-            out.push_back(p.entry);
-        }
-        return out;
-    }
-
-    std::vector<Pending> entries_;
-    Metadata metadata_;
-};
 
 /// How `SafetensorsFile` reaches the tensor bytes.
 enum class LoadMode : std::uint8_t {
@@ -217,7 +101,7 @@ public:
         return out;
     }
 
-    [[nodiscard]] bool contains(std::string_view name) const noexcept { return find(name) != nullptr; }
+    [[nodiscard]] bool contains(std::string_view name) const { return find(name) != nullptr; }
 
     /// Loads tensor `name` into the blob's data and, when the file holds `name.__diff__`, into its
     /// diff, through new storage that replaces the blob's only when everything has been read (data
@@ -229,27 +113,7 @@ public:
     template <Element T, SyncedAllocator A>
     void load(std::string_view name, Blob<T, A>& blob) const {
         const auto& data = require(name);
-        const detail::SafetensorsEntry* diff = find(std::string(name) + std::string(diff_suffix));
-        check<T>(data, data.count * sizeof(T));
-        if (diff != nullptr) {
-            if (diff->dtype != data.dtype || diff->shape != data.shape) {
-                throw_format_error(source(), "tensor \"" + diff->name + "\"",
-                                   "a diff must have the dtype and shape of \"" + data.name + "\"");
-            }
-            check<T>(*diff, 2 * data.count * sizeof(T));
-        }
-        const Shape shape(std::span<const std::int64_t>(data.shape));  // checked by the header parser
-        if (!options_.reshape && (shape != blob.shape() || !blob.has_shape())) {
-            throw ShapeError("SafetensorsFile::load: " + source() + " holds \"" + data.name + "\" of shape " +
-                             shape.to_string() + ", the blob has " + blob.shape_string() +
-                             " (set LoadOptions::reshape to adopt it)");
-        }
-        detail::StagedLoad<T, A> stage(blob, shape);
-        fill(data, stage, false);
-        if (diff != nullptr) {
-            fill(*diff, stage, true);
-        }
-        stage.commit(blob);
+        load_entries(data, diff_of(data), blob);
     }
 
     /// A new blob holding tensor `name` (and its diff).
@@ -260,13 +124,25 @@ public:
         return blob;
     }
 
-    /// Every tensor except diffs (which load into the diff of their blob). `max_bytes` bounds the total.
+    /// Every tensor: each loads as a blob, except a diff `<name>.__diff__`, which loads into the
+    /// diff of blob `<name>`. `max_bytes` bounds the total. \throws FormatError when a diff has no
+    /// blob to load into (no tensor `<name>`, or `<name>` is a diff itself): every tensor of the
+    /// file loads or is an error (`load("<name>.__diff__")` reads such a tensor as a blob).
     template <Element T, SyncedAllocator A = HostOnly>
     [[nodiscard]] std::map<std::string, Blob<T, A>> load_all() const {
         std::vector<std::string> names;
         for (const auto& e : header_.entries) {
             if (!is_diff(e.name)) {
                 names.push_back(e.name);
+                continue;
+            }
+            const std::string_view blob = std::string_view(e.name).substr(0, e.name.size() - diff_suffix.size());
+            if (is_diff(blob) || find(blob) == nullptr) {
+                throw_format_error(source(), "tensor \"" + e.name + "\"",
+                                   "its name makes it the diff of \"" + std::string(blob) + "\", but " +
+                                       (is_diff(blob) ? "that is a diff itself"
+                                                      : "the file has no tensor \"" + std::string(blob) + "\"") +
+                                       " (load it by name to read it as a blob of its own)");
             }
         }
         return load_some<T, A>(names);
@@ -276,19 +152,32 @@ public:
     template <Element T, SyncedAllocator A = HostOnly>
     [[nodiscard]] std::map<std::string, Blob<T, A>> load_some(std::span<const std::string> names) const {
         std::uint64_t total = 0;
+        std::vector<std::pair<const detail::SafetensorsEntry*, const detail::SafetensorsEntry*>> found;
+        found.reserve(names.size());
         for (const auto& name : names) {
             const auto& e = require(name);
-            const auto* d = find(name + std::string(diff_suffix));
+            const auto* d = diff_of(e);
             total += (e.count + (d != nullptr ? d->count : 0)) * sizeof(T);
+            found.emplace_back(&e, d);
         }
         if (total > options_.max_bytes) {
             throw_format_error(source(), "tensors",
                                "loading needs " + std::to_string(total) + " bytes, more than the limit of " +
                                    std::to_string(options_.max_bytes) + " (LoadOptions::max_bytes)");
         }
+        // Into the map in name order, each at its end: no search through the map per tensor.
+        std::vector<std::size_t> order(names.size());
+        for (std::size_t i = 0; i < order.size(); ++i) {
+            order[i] = i;
+        }
+        std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return names[a] < names[b]; });
         std::map<std::string, Blob<T, A>> out;
-        for (const auto& name : names) {
-            load(name, out[name]);
+        for (std::size_t k = 0; k < order.size(); ++k) {
+            if (k != 0 && names[order[k]] == names[order[k - 1]]) {
+                continue;  // named twice: loaded once
+            }
+            const auto& [data, diff] = found[order[k]];
+            load_entries(*data, diff, out.emplace_hint(out.end(), names[order[k]], Blob<T, A>{})->second);
         }
         return out;
     }
@@ -309,25 +198,27 @@ private:
             const std::uint64_t size = src.size();
             src.read_at(0, prefix, static_cast<std::size_t>(size < 8 ? size : 8), "header length");
             const std::uint64_t n = detail::safetensors_header_length(prefix, size, options_.max_bytes, src.name());
-            std::string text(static_cast<std::size_t>(n), '\0');
-            src.read_at(8, text.data(), text.size(), "header");
-            header_ = detail::SafetensorsHeaderParser(src.name(), size - 8 - n).parse(text);
+            header_ = parse_header(src, n, size - 8 - n);
             return 0;
         });
     }
 
-    [[nodiscard]] static bool is_diff(std::string_view name) noexcept {
-        return name.size() > diff_suffix.size() && name.substr(name.size() - diff_suffix.size()) == diff_suffix;
+    // The header streams from the file in small chunks (or is read where it lies in memory).
+    [[nodiscard]] detail::SafetensorsHeader parse_header(const detail::MemorySource& src, std::uint64_t n,
+                                                         std::uint64_t data) const {
+        detail::json_stream::TextInput in(
+            std::string_view(reinterpret_cast<const char*>(src.bytes().data()) + 8, static_cast<std::size_t>(n)));
+        return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
+    }
+    [[nodiscard]] detail::SafetensorsHeader parse_header(const detail::FileSource& src, std::uint64_t n,
+                                                         std::uint64_t data) const {
+        detail::json_stream::FileInput in(src.file(), 8, 8 + n);
+        return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
     }
 
-    [[nodiscard]] const detail::SafetensorsEntry* find(std::string_view name) const noexcept {
-        for (const auto& e : header_.entries) {
-            if (e.name == name) {
-                return &e;
-            }
-        }
-        return nullptr;
-    }
+    [[nodiscard]] static bool is_diff(std::string_view name) noexcept { return name.ends_with(diff_suffix); }
+
+    [[nodiscard]] const detail::SafetensorsEntry* find(std::string_view name) const { return header_.find(name); }
 
     const detail::SafetensorsEntry& require(std::string_view name) const {
         const auto* e = find(name);
@@ -335,6 +226,40 @@ private:
             throw_format_error(source(), "tensor \"" + std::string(name) + "\"", "not in the file");
         }
         return *e;
+    }
+
+    // The diff tensor of tensor `data`, or nullptr.
+    [[nodiscard]] const detail::SafetensorsEntry* diff_of(const detail::SafetensorsEntry& data) const {
+        std::string name;
+        name.reserve(data.name.size() + diff_suffix.size());
+        name.append(data.name).append(diff_suffix);
+        return find(name);
+    }
+
+    // Loads `data` (and `diff`, when not null) into `blob`: see load(name, blob).
+    template <Element T, SyncedAllocator A>
+    void load_entries(const detail::SafetensorsEntry& data, const detail::SafetensorsEntry* diff,
+                      Blob<T, A>& blob) const {
+        check<T>(data, data.count * sizeof(T));
+        if (diff != nullptr) {
+            if (diff->dtype != data.dtype || diff->shape != data.shape) {
+                throw_format_error(source(), "tensor \"" + diff->name + "\"",
+                                   "a diff must have the dtype and shape of \"" + data.name + "\"");
+            }
+            check<T>(*diff, 2 * data.count * sizeof(T));
+        }
+        const Shape shape(std::span<const std::int64_t>(data.shape));  // checked by the header parser
+        if (!options_.reshape && (shape != blob.shape() || !blob.has_shape())) {
+            throw ShapeError("SafetensorsFile::load: " + source() + " holds \"" + data.name + "\" of shape " +
+                             shape.to_string() + ", the blob has " + blob.shape_string() +
+                             " (set LoadOptions::reshape to adopt it)");
+        }
+        detail::StagedLoad<T, A> stage(blob, shape);
+        fill(data, stage, false);
+        if (diff != nullptr) {
+            fill(*diff, stage, true);
+        }
+        stage.commit(blob);
     }
 
     template <Element T>
@@ -375,7 +300,8 @@ private:
         }
         with_source([&](const auto& src) {
             detail::read_elements(src, header_.data_start + e.begin, e.dtype, false, dst.size(), dst.data(),
-                                  "tensor \"" + e.name + "\" at byte " + std::to_string(header_.data_start + e.begin));
+                                  "tensor \"" + e.name + "\" at byte " + std::to_string(header_.data_start + e.begin),
+                                  convert_rule(options_));
             return 0;
         });
     }

@@ -2,7 +2,8 @@
 #pragma once
 
 /// \file
-/// `Head`, where a `SyncedBuffer`'s fresh bytes are, and `Borrow`, how it holds memory it does not own.
+/// The words for a `SyncedBuffer`'s state: `Side` (host or device), `Head` (where its fresh bytes
+/// are), and `Borrow` (how it holds memory it does not own).
 
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,17 @@
 #include "../core/config.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
+
+/// One of a buffer's two copies of its bytes.
+enum class Side : std::uint8_t {
+    host,    ///< host memory, read and written by the CPU
+    device,  ///< memory of the device backend (an accelerator's)
+};
+
+/// The other side.
+[[nodiscard]] constexpr Side other_side(Side s) noexcept {
+    return s == Side::host ? Side::device : Side::host;
+}
 
 /// Where the fresh copy of a buffer's bytes is.
 enum class Head : std::uint8_t {

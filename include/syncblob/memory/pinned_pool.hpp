@@ -4,7 +4,8 @@
 /// \file
 /// `PinnedPool`: a caching host allocator over another (page-locked memory, typically), with size
 /// classes that waste little, reuse gated on the device work that used a block, statistics, a cap
-/// and `empty_cache()`. Its segments and blocks are kept in detail/pool_segments.hpp.
+/// and `empty_cache()`. Its segments and blocks are kept in detail/pool_segments.hpp; the bundle
+/// that tests it on the simulated device, `SimulatedPooled`, is in simulated_device.hpp.
 
 #include <algorithm>
 #include <cstddef>
@@ -25,7 +26,6 @@
 #include "device_backend.hpp"
 #include "host_allocator.hpp"
 #include "pool_stats.hpp"
-#include "simulated_device.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -389,14 +389,5 @@ private:
         return Upstream::allocate(size);
     }
 };
-
-/// Pooled host memory and a `SimulatedDevice`: how the pool and its reuse gating are tested.
-struct SimulatedPooled {
-    using host_allocator = PinnedPool<AlignedAllocator, SimulatedDevice>;
-    using device_backend = SimulatedDevice;
-};
-
-static_assert(SyncedAllocator<SimulatedPooled>);
-static_assert(StreamAwareHostAllocator<SimulatedPooled::host_allocator, SimulatedDevice>);
 
 SYNCBLOB_END_NAMESPACE

@@ -3,27 +3,27 @@
 
 /// \file
 /// `SimulatedDevice`: a device backend whose "device memory" is separate host memory, so the
-/// whole state machine runs and is tested on machines without a GPU.
+/// whole state machine runs and is tested on machines without a GPU. Its settings, scopes and
+/// observations (faults, footprint) are its base `SimulatedContext` (simulated_context.hpp); the
+/// engine that queues and runs its work is detail/simulated_queue.hpp.
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <new>
 #include <ostream>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "../core/detail/fork_lock.hpp"
 #include "../core/error.hpp"
 #include "allocator.hpp"
 #include "detail/simulated_queue.hpp"
 #include "device_backend.hpp"
+#include "pinned_pool.hpp"
+#include "simulated_context.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -46,8 +46,9 @@ class SimulatedAsyncDevice;
 /// operations on different streams where one writes what the other touches. No stream is
 /// implicitly ordered with another (as CUDA's non-blocking streams and per-thread default streams).
 ///
-/// Settings live in a process-wide context that a test scopes with `SimulatedDevice::Scope`.
-class SimulatedDevice {
+/// Settings live in a process-wide context that a test scopes with `SimulatedDevice::Scope` (see
+/// `SimulatedContext`, its base).
+class SimulatedDevice : public SimulatedContext {
 public:
     /// A stream: operations on one stream run in order. A stream belongs to the device that was
     /// current when it was created; id 0 names the legacy default stream of whichever device is
@@ -63,62 +64,6 @@ public:
     using event_type = Event;
     /// Bytes a kernel reads or writes (for `launch`).
     using Range = detail::sim::Range;
-
-    /// What a `Scope` sets.
-    struct Settings {
-        /// Fail the k-th device allocation made inside the scope (1-based) with `std::bad_alloc`; 0: never.
-        std::uint64_t fail_allocation = 0;
-        /// Ask buffers to poison the side a mutable access made stale.
-        bool checking = false;
-        /// Number of simulated devices; `set_device` accepts [0, device_count).
-        int device_count = 1;
-        /// Chooses the order in which `synchronize()` interleaves the streams' queued work.
-        std::uint64_t seed = 0;
-        /// Make `register_host` fail, as `cudaHostRegister` does when memory cannot be page-locked.
-        bool fail_registration = false;
-        /// Fail the k-th copy (`copy` or `copy_async`) issued inside the scope (1-based) with a
-        /// `DeviceError`, as a failing device would; 0: never.
-        std::uint64_t fail_copy = 0;
-    };
-
-    /// Installs settings for its lifetime and restores the previous ones after (not thread-safe
-    /// against concurrent scopes; meant for tests). `faults()` reports what happened since the
-    /// innermost scope began; an outer scope still sees its inner scopes' faults.
-    class Scope {
-    public:
-        explicit Scope(Settings settings) {
-            auto& s = state();
-            std::lock_guard lock(s.mutex);
-            previous_ = s.settings;
-            previous_allocations_ = s.allocations_in_scope;
-            previous_copies_ = s.copies_in_scope;
-            previous_first_fault_ = s.first_fault;
-            previous_rng_ = s.rng;
-            s.settings = settings;
-            s.allocations_in_scope = 0;
-            s.copies_in_scope = 0;
-            s.first_fault = s.engine.faults().size();
-            s.rng.seed(settings.seed);
-        }
-        ~Scope() {
-            auto& s = state();
-            std::lock_guard lock(s.mutex);
-            s.settings = previous_;
-            s.allocations_in_scope = previous_allocations_;
-            s.copies_in_scope = previous_copies_;
-            s.first_fault = previous_first_fault_;
-            s.rng = previous_rng_;
-        }
-        Scope(const Scope&) = delete;
-        Scope& operator=(const Scope&) = delete;
-
-    private:
-        Settings previous_;
-        std::uint64_t previous_allocations_ = 0;
-        std::uint64_t previous_copies_ = 0;
-        std::size_t previous_first_fault_ = 0;
-        std::mt19937_64 previous_rng_;
-    };
 
     static constexpr std::string_view name = "SimulatedDevice";
     /// The byte a fresh device block is filled with (device memory starts out as garbage).
@@ -214,7 +159,7 @@ public:
         auto& s = state();
         std::lock_guard lock(s.mutex);
         count_copy(s, "copy");
-        (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
+        (void)s.engine.issue(detail::sim::copy_operation(key(stream), dst, src, bytes, copy_name(kind)), current());
         s.engine.host_wait(s.engine.point_after(key(stream)));
     }
 
@@ -223,24 +168,14 @@ public:
         auto& s = state();
         std::lock_guard lock(s.mutex);
         count_copy(s, "copy_async");
-        (void)s.engine.issue(copy_operation(dst, src, bytes, kind, stream), current());
+        (void)s.engine.issue(detail::sim::copy_operation(key(stream), dst, src, bytes, copy_name(kind)), current());
     }
 
     /// Fills on `stream` and returns when done.
     static void fill(void* dst, unsigned char byte, std::size_t bytes, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        detail::sim::Operation op;
-        op.stream = key(stream);
-        op.kind = detail::sim::OpKind::fill;
-        op.what = "fill of " + std::to_string(bytes) + " bytes";
-        op.writes = {Range{dst, bytes}};
-        op.body = [dst, byte, bytes] {
-            if (bytes != 0) {
-                std::memset(dst, byte, bytes);
-            }
-        };
-        (void)s.engine.issue(std::move(op), current());
+        (void)s.engine.issue(detail::sim::fill_operation(key(stream), dst, byte, bytes), current());
         s.engine.host_wait(s.engine.point_after(key(stream)));
     }
 
@@ -324,50 +259,12 @@ public:
         s.engine.synchronize(s.rng);
     }
 
-    /// Operations (copies, fills, kernels) issued but not yet run, on all streams.
-    [[nodiscard]] static std::size_t pending_copies() {
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        return s.engine.queued();
-    }
-
     /// True when queued work that has not run yet reads or writes any of the `bytes` bytes at `p`
     /// (host or device memory): such memory must not be freed, reused or overwritten yet.
     [[nodiscard]] static bool queued_work_touches(const void* p, std::size_t bytes) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
         return s.engine.queued_touches(Range{p, bytes});
-    }
-
-    /// The misuse seen since the innermost `Scope` began, in order (empty when there was none).
-    [[nodiscard]] static std::vector<std::string> faults() {
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        const auto& all = s.engine.faults();
-        return {all.begin() + static_cast<std::ptrdiff_t>(std::min(s.first_fault, all.size())), all.end()};
-    }
-
-    /// Forgets the faults recorded since the innermost `Scope` began (for a test that provoked
-    /// them on purpose and checked them).
-    static void clear_faults() {
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        s.engine.truncate_faults(s.first_fault);
-    }
-
-    /// How much the simulator holds (queued operations, remembered accesses, streams, blocks,
-    /// faults): what must stay bounded over a long run.
-    [[nodiscard]] static detail::sim::Footprint footprint() {
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        return s.engine.footprint();
-    }
-
-    /// Device blocks allocated and not yet freed (for leak checks).
-    [[nodiscard]] static std::size_t live_blocks() {
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        return s.live_blocks;
     }
 
     /// Page-locks host memory, as `cudaHostRegister` does: true when this call registered it,
@@ -380,15 +277,7 @@ public:
             throw DeviceError("SimulatedDevice::register_host: cannot page-lock " + std::to_string(bytes) +
                               " bytes (registration fails in this scope)");
         }
-        const auto* begin = static_cast<const std::byte*>(p);
-        for (const auto& [q, n] : s.registered) {
-            const auto* other = static_cast<const std::byte*>(q);
-            if (std::less<>{}(begin, other + n) && std::less<>{}(other, begin + bytes)) {
-                return false;
-            }
-        }
-        s.registered.emplace(p, bytes);
-        return true;
+        return s.add_registered(p, bytes);
     }
 
     /// Undoes `register_host`; unregistering memory that is not registered is a fault.
@@ -407,46 +296,13 @@ public:
     [[nodiscard]] static bool registered(const void* p) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
-        const auto* q = static_cast<const std::byte*>(p);
-        for (const auto& [r, n] : s.registered) {
-            const auto* begin = static_cast<const std::byte*>(r);
-            if (std::less_equal<>{}(begin, q) && std::less<>{}(q, begin + n)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /// The settings in force.
-    [[nodiscard]] static Settings settings() {
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        return s.settings;
+        return s.is_registered(p);
     }
 
 private:
     friend class SimulatedAsyncDevice;  // its stream-ordered pool shares the engine (simulated_async_device.hpp)
 
     static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
-
-    struct State {
-        std::mutex mutex;
-        detail::ForkLock fork_lock{mutex, detail::fork_rank::simulator};  // a fork never copies it locked
-        Settings settings;
-        std::uint64_t allocations_in_scope = 0;
-        std::uint64_t copies_in_scope = 0;
-        std::size_t live_blocks = 0;
-        std::size_t live_bytes = 0;
-        detail::sim::Engine engine;
-        std::size_t first_fault = 0;
-        std::mt19937_64 rng{0};
-        std::map<const void*, std::size_t> registered;  // register_host's ranges
-    };
-
-    static State& state() {
-        static State s;
-        return s;
-    }
 
     // Counts a copy issued in the scope; throws when it is the one the scope makes fail.
     static void count_copy(State& s, const char* what) {
@@ -465,23 +321,10 @@ private:
     // The engine's key for `stream` on the calling thread (Stream{0}: the current device's default stream).
     static int key(Stream stream) noexcept { return detail::sim::Engine::key(stream.id, current()); }
 
-    static detail::sim::Operation copy_operation(void* dst, const void* src, std::size_t bytes, CopyKind kind,
-                                                 Stream stream) {
-        detail::sim::Operation op;
-        op.stream = key(stream);
-        op.kind = detail::sim::OpKind::copy;
-        op.what = std::string(kind == CopyKind::host_to_device   ? "copy H->D"
-                              : kind == CopyKind::device_to_host ? "copy D->H"
-                                                                 : "copy D->D") +
-                  " of " + std::to_string(bytes) + " bytes";
-        op.reads = {Range{src, bytes}};
-        op.writes = {Range{dst, bytes}};
-        op.body = [dst, src, bytes] {
-            if (bytes != 0) {
-                std::memmove(dst, src, bytes);
-            }
-        };
-        return op;
+    static const char* copy_name(CopyKind kind) noexcept {
+        return kind == CopyKind::host_to_device   ? "copy H->D"
+               : kind == CopyKind::device_to_host ? "copy D->H"
+                                                  : "copy D->D";
     }
 };
 
@@ -494,5 +337,15 @@ struct Simulated {
 };
 
 static_assert(SyncedAllocator<Simulated>);
+
+/// Pooled host memory (`PinnedPool` over `AlignedAllocator`) and a `SimulatedDevice`: how the pool
+/// and its reuse gating are tested.
+struct SimulatedPooled {
+    using host_allocator = PinnedPool<AlignedAllocator, SimulatedDevice>;
+    using device_backend = SimulatedDevice;
+};
+
+static_assert(SyncedAllocator<SimulatedPooled>);
+static_assert(StreamAwareHostAllocator<SimulatedPooled::host_allocator, SimulatedDevice>);
 
 SYNCBLOB_END_NAMESPACE

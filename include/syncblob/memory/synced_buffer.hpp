@@ -88,7 +88,7 @@ public:
         if (const void* p = host_data_if_fresh()) {
             return p;
         }
-        return access("SyncedBuffer::host_data", Access::host_read);
+        return access("SyncedBuffer::host_data", {Side::host, Want::read});
     }
 
     /// Fresh host bytes for writing; the device copy becomes stale.
@@ -96,7 +96,7 @@ public:
         if (void* p = mutable_host_data_if_fresh()) {
             return p;
         }
-        return access("SyncedBuffer::mutable_host_data", Access::host_write);
+        return access("SyncedBuffer::mutable_host_data", {Side::host, Want::write});
     }
 
     /// The host bytes if reading them needs nothing done first (head at the host or synced, no
@@ -122,14 +122,24 @@ public:
         return nullptr;
     }
 
-    /// Host bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
+    /// Host bytes about to be overwritten whole: no zero-fill and no copy from the device; contents
+    /// unspecified. The device side becomes stale.
     [[nodiscard]] void* mutable_host_data_for_overwrite() {
-        return access("SyncedBuffer::mutable_host_data_for_overwrite", Access::host_overwrite);
+        return access("SyncedBuffer::mutable_host_data_for_overwrite", {Side::host, Want::overwrite});
     }
-    /// The first `bytes` host bytes are about to be overwritten: the whole buffer as above; a prefix
-    /// through `mutable_host_data()`, so the rest keeps valid contents (zeros when new).
+    /// The first `bytes` host bytes are about to be overwritten: with `bytes` ≥ size() the whole
+    /// buffer, as above. A prefix is a write that never copies nor zero-fills the prefix, while the
+    /// rest keeps valid contents: on a stale host side the bytes after the prefix (and only those)
+    /// are copied from the device, one D→H copy of size() − `bytes` bytes that `stats()` counts; a
+    /// new host block gets zeros after the prefix.
     [[nodiscard]] void* mutable_host_data_for_overwrite(std::size_t bytes) {
-        return bytes >= size_ ? mutable_host_data_for_overwrite() : mutable_host_data();
+        if (bytes >= size_) {
+            return mutable_host_data_for_overwrite();
+        }
+        if (void* p = mutable_host_data_if_fresh()) {
+            return p;
+        }
+        return access("SyncedBuffer::mutable_host_data_for_overwrite", {Side::host, Want::write}, bytes);
     }
 
     /// Fresh device bytes for reading (allocates and zero-fills on first access, copies H→D when stale).
@@ -138,7 +148,7 @@ public:
         if (s == state_of(Head::at_device) || s == state_of(Head::synced)) {
             return device_;
         }
-        return access("SyncedBuffer::device_data", Access::device_read);
+        return access("SyncedBuffer::device_data", {Side::device, Want::read});
     }
 
     /// Fresh device bytes for writing; the host copy becomes stale.
@@ -146,16 +156,24 @@ public:
         if (state_.load(std::memory_order_acquire) == state_of(Head::at_device) && !device_read_only_) {
             return device_;
         }
-        return access("SyncedBuffer::mutable_device_data", Access::device_write);
+        return access("SyncedBuffer::mutable_device_data", {Side::device, Want::write});
     }
 
-    /// Device bytes about to be overwritten whole: no zero-fill and no copy; contents unspecified.
+    /// Device bytes about to be overwritten whole: no zero-fill and no copy from the host; contents
+    /// unspecified. The host side becomes stale.
     [[nodiscard]] void* mutable_device_data_for_overwrite() {
-        return access("SyncedBuffer::mutable_device_data_for_overwrite", Access::device_overwrite);
+        return access("SyncedBuffer::mutable_device_data_for_overwrite", {Side::device, Want::overwrite});
     }
-    /// The first `bytes` device bytes are about to be overwritten (see the host overload).
+    /// The first `bytes` device bytes are about to be overwritten: the mirror image of the host
+    /// overload (on a stale device side, one H→D copy of the bytes after the prefix).
     [[nodiscard]] void* mutable_device_data_for_overwrite(std::size_t bytes) {
-        return bytes >= size_ ? mutable_device_data_for_overwrite() : mutable_device_data();
+        if (bytes >= size_) {
+            return mutable_device_data_for_overwrite();
+        }
+        if (state_.load(std::memory_order_acquire) == state_of(Head::at_device) && !device_read_only_) {
+            return device_;
+        }
+        return access("SyncedBuffer::mutable_device_data_for_overwrite", {Side::device, Want::write}, bytes);
     }
 
     /// Uses `data` (at least `bytes` ≥ size() bytes) as the host side, without copying; it is never
@@ -164,24 +182,7 @@ public:
     /// StateError when any of the size() bytes at `data` lie in a block the buffer owns, host or
     /// device, at any offset: freeing it would leave the borrow dangling (nothing changes).
     void set_host_data(void* data, std::size_t bytes, Borrow borrow = {}) {
-        check_borrow("SyncedBuffer::set_host_data", data, bytes);
-        std::lock_guard lock(mutex_);
-        if (owns_unlocked(data, size_)) {  // freeing it would leave the borrow dangling
-            throw StateError("SyncedBuffer::set_host_data: cannot borrow memory of the buffer's own blocks");
-        }
-        wait_host_unlocked();
-        const bool registered = borrow.register_memory && register_host(data);  // throws: nothing changed
-        release_host();
-        host_ = data;
-        if (registered) {
-            host_holding_.registered = data;
-            host_holding_.unregister = &unregister_host;
-        }
-        host_read_only_ = borrow.read_only;
-        host_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
-        host_holding_.keep_alive = std::move(borrow.keep_alive);
-        publish(Head::at_host);
-        make_stale(Side::device);
+        Base::borrow("SyncedBuffer::set_host_data", Side::host, data, bytes, std::move(borrow));
     }
 
     /// Read-only borrow of host memory: never written; the first mutable access copies it first.
@@ -194,78 +195,21 @@ public:
     /// \throws ShapeError as set_host_data; StateError when the memory lies in a block the buffer
     /// owns, as set_host_data.
     void set_device_data(void* data, std::size_t bytes, Borrow borrow = {}) {
-        require_device("SyncedBuffer::set_device_data");
-        check_borrow("SyncedBuffer::set_device_data", data, bytes);
-        const int id = Device::device_of(data);  // the pointer's own device, not whichever is current
-        std::lock_guard lock(mutex_);
-        if (owns_unlocked(data, size_)) {
-            throw StateError("SyncedBuffer::set_device_data: cannot borrow memory of the buffer's own blocks");
-        }
-        wait_host_unlocked();
-        release_device();
-        device_ = data;
-        device_holding_.device = id;
-        device_read_only_ = borrow.read_only;
-        device_holding_.refuses_writes = borrow.read_only && borrow.refuse_writes;
-        device_holding_.keep_alive = std::move(borrow.keep_alive);
-        publish(Head::at_device);
-        make_stale(Side::host);
+        Base::borrow("SyncedBuffer::set_device_data", Side::device, data, bytes, std::move(borrow));
     }
 
     /// Issues an H→D copy on `stream` and returns without waiting. at_host → synced; synced: nothing.
     /// A later host access blocks on the copy; a later device access makes the buffer's stream wait.
     /// \throws StateError from uninitialized or at_device.
     void push_to_device_async(stream_type stream) {
-        require_device("SyncedBuffer::push_to_device_async");
-        std::lock_guard lock(mutex_);
-        const Head h = head();
-        if (h == Head::synced) {
-            return;
-        }
-        if (h != Head::at_host) {
-            throw StateError("SyncedBuffer::push_to_device_async: needs fresh host data, but the head is " +
-                             std::string(head_name(h)));
-        }
-        // No copy is pending here: every way to at_host (a host access, set_host_data) waits for it.
-        check_device_id("SyncedBuffer::push_to_device_async");
-        ensure_device(false, false);
-        detail::order_after<Device>(stream_, stream);  // the device block may still be in use on the buffer's stream
-        if (size_ != 0) {
-            Device::copy_async(device_, host_, size_, CopyKind::host_to_device, stream);
-            count(stats_.host_to_device, stats_.host_to_device_bytes);
-        }
-        pending_.issued(Device::record(stream));
-        publish(Head::synced);
+        Base::prefetch("SyncedBuffer::push_to_device_async", Side::device, stream);
     }
     void push_to_device_async() { push_to_device_async(stream_); }
 
     /// Issues a D→H copy on `stream` and returns without waiting. at_device → synced; at_host, synced: nothing.
     /// \throws StateError from uninitialized.
     void pull_to_host_async(stream_type stream) {
-        require_device("SyncedBuffer::pull_to_host_async");
-        std::lock_guard lock(mutex_);
-        const Head h = head();
-        if (h == Head::at_host || h == Head::synced) {
-            return;
-        }
-        if (h != Head::at_device) {
-            throw StateError("SyncedBuffer::pull_to_host_async: needs fresh device data, but the head is " +
-                             std::string(head_name(h)));
-        }
-        check_device_id("SyncedBuffer::pull_to_host_async");
-        ensure_host(false, false);
-        // The copy reads what kernels on the buffer's stream write, and writes the host block an
-        // earlier asynchronous copy may still read: its stream waits for the buffer's stream (the
-        // host does not). That covers the earlier copy too: the head reached at_device through a
-        // device access, which made the buffer's stream wait for it, and a point recorded after a
-        // wait is reached only once the waited work has run.
-        detail::order_after<Device>(stream_, stream);
-        if (size_ != 0) {
-            Device::copy_async(host_, device_, size_, CopyKind::device_to_host, stream);
-            count(stats_.device_to_host, stats_.device_to_host_bytes);
-        }
-        pending_.issued(Device::record(stream));
-        publish(Head::synced);
+        Base::prefetch("SyncedBuffer::pull_to_host_async", Side::host, stream);
     }
     void pull_to_host_async() { pull_to_host_async(stream_); }
 
@@ -284,7 +228,7 @@ public:
     /// Copies the first `bytes` fresh bytes of `source` into the start of this buffer, on the side
     /// where the source is fresh (as above). The rest of this buffer keeps its contents (zeros for
     /// a side allocated by this call); to keep them, a partial copy onto a stale side first brings
-    /// that side up to date, a copy `stats()` counts.
+    /// the rest of that side up to date (`mutable_*_data_for_overwrite(bytes)`), a copy `stats()` counts.
     /// \throws ShapeError when `bytes` exceeds either size (nothing changes).
     template <HostAllocator H2, DeviceBackend D2>
     void copy_from(const SyncedBuffer<H2, D2>& source, std::size_t bytes) {
@@ -416,33 +360,16 @@ public:
     }
 
 private:
-    // Page-locks `data` (size_ bytes) for the backend; true when this call did it (so the buffer
-    // unregisters it), false when the backend has no registration or the memory already was.
-    bool register_host(void* data) const {
-        if constexpr (requires { Device::register_host(data, size_); }) {
-            return size_ != 0 && Device::register_host(data, size_);
-        } else {
-            return false;
-        }
-    }
-    static void unregister_host(void* data) noexcept {
-        if constexpr (requires { Device::unregister_host(data); }) {
-            Device::unregister_host(data);
-        }
-    }
-
     using Base = detail::BufferState<HostAlloc, Device>;
     friend Base;
-    // The engine's members and slow path (detail/buffer_state.hpp).
-    using Base::access, Base::check_borrow, Base::check_device_id, Base::count, Base::ensure_device, Base::ensure_host,
-        Base::make_stale, Base::note_host_access, Base::owns_unlocked, Base::publish, Base::release_device,
-        Base::release_host, Base::require_device, Base::state_of, Base::wait_host_unlocked;
+    // The engine: its slow path (detail/buffer_state.hpp) and members (detail/buffer_sides.hpp).
+    using Base::access, Base::owns_unlocked, Base::release_device, Base::release_host, Base::state_of,
+        Base::wait_host_unlocked;
     using Base::device_, Base::device_holding_, Base::device_kernels_, Base::device_read_only_, Base::host_,
         Base::host_holding_, Base::host_kernels_, Base::host_read_only_, Base::mutex_, Base::pending_,
         Base::poison_byte_, Base::size_, Base::state_, Base::stats_, Base::stream_;
     using Base::pending_bit;
-    using Access = detail::Access;
-    using Side = typename Base::Side;
+    using Want = detail::Want;
 };
 
 SYNCBLOB_END_NAMESPACE

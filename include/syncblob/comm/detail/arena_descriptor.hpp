@@ -38,6 +38,9 @@ struct ArenaDescriptor {
     /// 1 when the call's collectives are MPI's non-blocking ones (a timeout is set): a blocking and a
     /// non-blocking collective never match, so every rank must choose the same
     std::uint64_t nonblocking = 0;
+    /// 1 when this rank may reduce some of the data in device memory (a sum through a device-aware
+    /// MPI): ranks may differ here; the bucketed all-reduce then uses MPI's collectives on every rank
+    std::uint64_t device = 0;
     char dtype[8] = {};
 };
 

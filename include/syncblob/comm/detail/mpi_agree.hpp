@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -33,6 +34,7 @@ struct Call {
     std::uint64_t bucket = 0;
     std::uint64_t piece = 0;
     bool nonblocking = false;  ///< the call's collectives are non-blocking ones (a timeout is set)
+    bool device = false;       ///< this rank may reduce some of the data in device memory
 };
 
 /// Gathers every rank's descriptor of the arena and the call, then settles them on every rank
@@ -42,9 +44,10 @@ struct Call {
 /// before this call), that rank rethrows its exception and every other rank throws a StateError
 /// naming it. Nothing has been sent yet. The gathering is an MPI_Iallgather, with a bounded
 /// `deadline` polled until it passes (TimeoutError: a rank never joined).
+/// Returns whether some rank may reduce in device memory (`Call::device` on any rank).
 /// \throws StateError first when this rank gave an earlier call on `comm` up (see mpi_wait.hpp).
 template <Element T, SyncedAllocator A>
-void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
+bool agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
            const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
     using Descriptor = syncblob::detail::ArenaDescriptor;
     (void)Graveyard::reap();
@@ -54,6 +57,7 @@ void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
         syncblob::detail::describe(arena, op, call.what, call.argument, problem, call.first_bucket, call.bucket);
     mine.piece = call.piece;
     mine.nonblocking = call.nonblocking ? 1 : 0;
+    mine.device = call.device ? 1 : 0;
     mine.failed = local_failure ? 1 : 0;
     int size = 0;
     int rank = 0;
@@ -73,6 +77,7 @@ void agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement",
              [&] { return std::vector<std::shared_ptr<void>>{gathered}; });
     syncblob::detail::settle(gathered->second, op, rank, problem, local_failure);
+    return std::ranges::any_of(gathered->second, [](const Descriptor& d) { return d.device != 0; });
 }
 
 }  // namespace mpi::detail

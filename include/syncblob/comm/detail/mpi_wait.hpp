@@ -120,10 +120,30 @@ inline void require_in_step(MPI_Comm comm, std::string_view op) {
     }
 }
 
+/// Gives up an operation at its deadline: its `requests` and `memory` go to the Graveyard, `comm` is
+/// marked out of step, and TimeoutError names `op`, `what` it waited for, `call` and the timeout.
+[[noreturn]] inline void give_up(std::vector<MPI_Request>& requests, std::vector<std::shared_ptr<void>> memory,
+                                 MPI_Comm comm, const Deadline& deadline, std::string_view op, const char* call,
+                                 std::string_view what) {
+    int rank = 0;
+    int size = 0;
+    (void)MPI_Comm_rank(comm, &rank);
+    (void)MPI_Comm_size(comm, &size);
+    Graveyard::add({std::move(requests), std::move(memory)});
+    requests.clear();
+    mark_out_of_step(comm, op);
+    throw TimeoutError(std::string(op) + ": timed out after " + std::to_string(deadline.timeout().count()) +
+                           " ms on rank " + std::to_string(rank) + " of " + std::to_string(size) + " waiting for " +
+                           std::string(what) + " (" + call +
+                           "): a rank has not joined (it failed before the call, or stopped calling); the "
+                           "communicator is out of step on this rank, and the memory the operation uses is kept "
+                           "until MPI completes it",
+                       std::string(op), call, deadline.timeout());
+}
+
 /// Completes `requests` (issued by `op` on `comm`): without a deadline as MPI_Waitall; with one,
-/// polling MPI_Testall until they complete or it passes. Then the requests and the memory `keep()`
-/// returns go to the Graveyard, `comm` is marked out of step, and TimeoutError names `op`, `what`
-/// it waited for, `call` and the timeout. \throws CommError when MPI reports a failure.
+/// polling MPI_Testall until they complete or it passes, then gives them up (give_up) with the
+/// memory `keep()` returns. \throws CommError when MPI reports a failure.
 template <class Keep>
 void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline& deadline, std::string_view op,
               const char* call, std::string_view what, Keep keep) {
@@ -145,25 +165,12 @@ void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline&
         }
         std::this_thread::yield();  // Open MPI progresses the requests only inside MPI calls: keep testing
     }
-    int rank = 0;
-    int size = 0;
-    (void)MPI_Comm_rank(comm, &rank);
-    (void)MPI_Comm_size(comm, &size);
     std::vector<std::shared_ptr<void>> memory;
     try {
         memory = keep();
     } catch (...) {  // the requests are kept all the same; their memory is then the caller's to keep
     }
-    Graveyard::add({std::move(requests), std::move(memory)});
-    requests.clear();
-    mark_out_of_step(comm, op);
-    throw TimeoutError(std::string(op) + ": timed out after " + std::to_string(deadline.timeout().count()) +
-                           " ms on rank " + std::to_string(rank) + " of " + std::to_string(size) + " waiting for " +
-                           std::string(what) + " (" + call +
-                           "): a rank has not joined (it failed before the call, or stopped calling); the "
-                           "communicator is out of step on this rank, and the memory the operation uses is kept "
-                           "until MPI completes it",
-                       std::string(op), call, deadline.timeout());
+    give_up(requests, std::move(memory), comm, deadline, op, call, what);
 }
 
 // Keeps the memory of every slice of `buffers`, host and device side, valid while the handles live

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/detail/convert.hpp"
 #include "../../core/element.hpp"
 #include "../../math/detail/operations.hpp"
 
@@ -33,53 +34,6 @@ inline constexpr std::int64_t max_for_each_blocks = 65535;
 SYNCBLOB_HOST_DEVICE constexpr std::int64_t blocks_for(std::int64_t n, std::int64_t cap) noexcept {
     const std::int64_t b = (n + block_threads - 1) / block_threads;
     return b < 1 ? 1 : (b > cap ? cap : b);
-}
-
-template <class T>
-inline constexpr bool is_16bit_float = std::same_as<T, half> || std::same_as<T, bfloat16>;
-
-/// An integer from a floating value: truncated toward zero, saturated at the type's limits, NaN → 0.
-template <std::integral To>
-SYNCBLOB_HOST_DEVICE constexpr To saturate(double v) noexcept {
-    constexpr double lowest = static_cast<double>(std::numeric_limits<To>::min());
-    constexpr double highest = static_cast<double>(std::numeric_limits<To>::max());  // 2^63, 2^64 for 64 bits
-    if (v != v) {
-        return To{0};
-    }
-    if (v <= lowest) {
-        return std::numeric_limits<To>::min();
-    }
-    if (v >= highest) {
-        return std::numeric_limits<To>::max();
-    }
-    return static_cast<To>(v);
-}
-
-/// One element converted between element types, the same on host and device:
-/// - to bool: non-zero (NaN included) is true;
-/// - from bool: 0 or 1;
-/// - floating to integer: truncated toward zero, saturated, NaN → 0 (never undefined);
-/// - integer to integer: modulo 2^N (C++20 conversion);
-/// - to half / bfloat16: through float, rounded to nearest even; to float or double: rounded to nearest.
-template <Element To, Element From>
-SYNCBLOB_HOST_DEVICE constexpr To convert_element(From x) noexcept {
-    if constexpr (std::same_as<To, From>) {
-        return x;
-    } else if constexpr (std::same_as<From, bool>) {
-        return convert_element<To>(static_cast<std::uint8_t>(x ? 1 : 0));
-    } else if constexpr (is_16bit_float<From>) {
-        return convert_element<To>(static_cast<float>(x));
-    } else if constexpr (std::same_as<To, bool>) {
-        return x != From{0};
-    } else if constexpr (is_16bit_float<To>) {
-        return To(static_cast<float>(x));
-    } else if constexpr (std::floating_point<To>) {
-        return static_cast<To>(x);
-    } else if constexpr (std::floating_point<From>) {
-        return saturate<To>(static_cast<double>(x));
-    } else {
-        return static_cast<To>(x);
-    }
 }
 
 /// The pointers of an operation's inputs (none for some).
@@ -147,11 +101,27 @@ struct FillAt {
     SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { dst[i] = value; }
 };
 
+/// dst[i] = src[i] converted by the one rule (syncblob::detail::convert_checked): a value `To` holds
+/// exactly converts to it, any other takes the saturated value the rule gives. With `first_inexact`,
+/// the least index of such a value is kept there (atomically; start it at the largest
+/// `unsigned long long`).
 template <Element To, Element From>
 struct ConvertAt {
     To* dst;
     const From* src;
-    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { dst[i] = convert_element<To>(src[i]); }
+    unsigned long long* first_inexact = nullptr;
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept {
+        const syncblob::detail::Converted<To> c = syncblob::detail::convert_checked<To>(src[i]);
+        dst[i] = c.value;
+        if (!c.exact && first_inexact != nullptr) {
+            const auto index = static_cast<unsigned long long>(i);
+#if defined(__CUDA_ARCH__)
+            atomicMin(first_inexact, index);
+#else
+            *first_inexact = index < *first_inexact ? index : *first_inexact;
+#endif
+        }
+    }
 };
 
 /// The summand type of a reduction term.

@@ -19,12 +19,13 @@
 
 #include "../../core/element.hpp"
 #include "convert.hpp"
+#include "convert_message.hpp"
 #include "format_error.hpp"
 #include "posix_file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Bytes in memory, named `source` in error messages.
 class MemorySource {
@@ -60,6 +61,7 @@ public:
 
     [[nodiscard]] std::uint64_t size() const noexcept { return file_.size(); }
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
+    [[nodiscard]] const InputFile& file() const noexcept { return file_; }
     void read_at(std::uint64_t offset, void* dst, std::size_t bytes, std::string_view where) const {
         file_.read_at(offset, dst, bytes, where);
     }
@@ -85,14 +87,16 @@ inline void normalize_bools(void* data, std::size_t n) noexcept {
 }
 
 /// Reads `n` elements of dtype `from` (big-endian when `big_endian`) at `offset` of `source` into
-/// `dst`, converting when `from` is not T's dtype (the caller checked that conversion is allowed).
+/// `dst`, converting by `rule` when `from` is not T's dtype (the caller checked that conversion is
+/// allowed). \throws FormatError "<source>: <where>, element <i>: value ..." for the first value
+/// `ConvertRule::exact` refuses.
 template <Element T, class Source>
 void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool big_endian, std::size_t n, T* dst,
-                   std::string_view where) {
+                   std::string_view where, ConvertRule rule) {
     const std::size_t item = dtype_size(from);
     const bool swap = item > 1 && (big_endian != (std::endian::native == std::endian::big));
     if (from == dtype_of<T>) {
-        advise_huge_pages(dst, n * sizeof(T));
+        syncblob::detail::advise_huge_pages(dst, n * sizeof(T));
         source.read_at(offset, dst, n * sizeof(T), where);
         if (swap) {
             byteswap_elements(dst, n, sizeof(T));
@@ -114,11 +118,15 @@ void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool 
         if constexpr (std::endian::native == std::endian::big) {
             byteswap_elements(buffer.get(), m, item);  // convert_elements reads little-endian
         }
-        convert_elements(from, buffer.get(), m, dst + done);
+        const std::size_t bad = convert_elements(from, buffer.get(), m, dst + done, rule);
+        if (bad != m) {
+            io::throw_format_error(source.name(), std::string(where) + ", element " + std::to_string(done + bad),
+                                   conversion_problem_at<T>(from, buffer.get() + bad * item));
+        }
         done += m;
     }
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -19,12 +19,13 @@
 #include "../../blob.hpp"
 #include "../file.hpp"
 #include "convert.hpp"
+#include "convert_message.hpp"
 #include "protobuf.hpp"
 #include "staged_load.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::caffe {
+namespace io::detail::caffe {
 
 namespace pb = detail::protobuf;
 
@@ -71,17 +72,15 @@ inline std::string where(const pb::Reader& r, std::uint32_t number) {
               "wire type " + std::string(pb::wire_type_name(f.type)) + ", expected " + std::string(expected));
 }
 
-// A shape from extents checked as a whole (see shape_from_file), failing at the message's offset.
-inline Shape checked_shape(const pb::Reader& r, std::size_t offset, std::string_view field,
+// A shape from extents checked as a whole, failing at the message's offset.
+inline Shape message_shape(const pb::Reader& r, std::size_t offset, std::string_view field,
                            std::span<const std::int64_t> dims) {
-    if (auto problem = extents_problem(dims)) {
-        r.fail_at(offset, field, *problem);
-    }
-    return Shape(dims);
+    return syncblob::detail::checked_shape(dims,
+                                           [&](const std::string& problem) { r.fail_at(offset, field, problem); });
 }
 
-inline void scan_shape(const pb::Reader& outer, const pb::Field& shape_field, std::array<std::int64_t, 32>& dims,
-                       std::size_t& rank) {
+inline void scan_shape(const pb::Reader& outer, const pb::Field& shape_field,
+                       std::array<std::int64_t, Shape::max_axes>& dims, std::size_t& rank) {
     pb::Reader r(shape_field.bytes, shape_field.bytes_offset, outer.source(), "BlobShape", shape_field_name);
     const std::string name = "BlobShape.dim (field 1)";
     auto add = [&](std::uint64_t v, std::size_t offset) {
@@ -116,7 +115,7 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
     pb::Reader r(bytes, base, source, message, blob_field_name);
     BlobScan scan;
     scan.offset = base;
-    std::array<std::int64_t, 32> dims{};
+    std::array<std::int64_t, Shape::max_axes> dims{};
     std::size_t rank = 0;
     std::array<std::int64_t, 4> legacy{};
     bool has_legacy = false;
@@ -172,9 +171,9 @@ inline BlobScan scan_blob(std::string_view bytes, std::size_t base, std::string_
     }
     // Caffe's Blob::FromProto: the legacy 4-D fields, when any is set, take precedence over shape.
     if (has_legacy) {
-        scan.shape = checked_shape(r, base, std::string(message) + " num/channels/height/width", legacy);
+        scan.shape = message_shape(r, base, std::string(message) + " num/channels/height/width", legacy);
     } else {
-        scan.shape = checked_shape(r, base, std::string(message) + ".shape", std::span(dims.data(), rank));
+        scan.shape = message_shape(r, base, std::string(message) + ".shape", std::span(dims.data(), rank));
     }
     return scan;
 }
@@ -184,6 +183,7 @@ struct BlobPlan {
     std::uint32_t data_field = 0;
     std::uint32_t diff_field = 0;  // 0: the message has no diff
     std::uint64_t bytes = 0;       // what the blob's buffers take
+    ConvertRule rule = ConvertRule::exact;
 };
 
 template <class T>
@@ -201,7 +201,8 @@ BlobPlan plan_blob(const BlobScan& scan, const io::LoadOptions& options, std::st
             chosen = other;
             if (!options.convert) {
                 r.fail_at(scan.offset, where(r, other),
-                          std::to_string(scan.values[other]) + " " + std::string(is_double ? "F32" : "F64") +
+                          std::to_string(scan.values[other]) + " " +
+                              std::string(dtype_name(is_double ? Dtype::F32 : Dtype::F64)) +
                               " values, but the blob holds " + std::string(element_name<T>()) +
                               " (set LoadOptions::convert to convert them)");
             }
@@ -221,12 +222,16 @@ BlobPlan plan_blob(const BlobScan& scan, const io::LoadOptions& options, std::st
     plan.diff_field =
         pick(is_double ? field_double_diff : field_diff, is_double ? field_diff : field_double_diff, false);
     plan.bytes = count * sizeof(T) * (plan.diff_field != 0 ? 2 : 1);
+    plan.rule = io::convert_rule(options);
     return plan;
 }
 
-/// Copies the values of repeated field `number` of a (validated) BlobProto into `dst`.
+/// Copies the values of repeated field `number` of a (validated) BlobProto into `dst`, converting
+/// by `rule`. \throws FormatError naming the field, the value's index and the value for the first
+/// value `ConvertRule::exact` refuses.
 template <class T>
-void read_values(std::string_view bytes, std::size_t base, std::string_view source, std::uint32_t number, T* dst) {
+void read_values(std::string_view bytes, std::size_t base, std::string_view source, std::uint32_t number, T* dst,
+                 ConvertRule rule) {
     const bool file_double = number >= field_double_data;
     const Dtype from = file_double ? Dtype::F64 : Dtype::F32;
     const std::size_t size = file_double ? 8 : 4;
@@ -234,6 +239,14 @@ void read_values(std::string_view bytes, std::size_t base, std::string_view sour
     pb::Reader r(bytes, base, source, "BlobProto", blob_field_name);
     pb::Field f;
     std::size_t at = 0;
+    const auto convert = [&](const void* src, std::size_t n, std::size_t offset) {
+        const std::size_t bad = convert_elements(from, src, n, dst + at, rule);
+        if (bad != n) {
+            r.fail_at(offset, r.field_name(number) + " value " + std::to_string(at + bad),
+                      conversion_problem_at<T>(from, static_cast<const char*>(src) + bad * size));
+        }
+        at += n;
+    };
     while (r.next(f)) {
         if (f.number != number) {
             continue;
@@ -242,17 +255,16 @@ void read_values(std::string_view bytes, std::size_t base, std::string_view sour
             const std::size_t n = f.bytes.size() / size;
             if (same && std::endian::native == std::endian::little) {
                 std::memcpy(dst + at, f.bytes.data(), f.bytes.size());
+                at += n;
             } else {
-                convert_elements(from, f.bytes.data(), n, dst + at);
+                convert(f.bytes.data(), n, f.offset);
             }
-            at += n;
         } else {
             unsigned char le[8];
             for (std::size_t i = 0; i < size; ++i) {
                 le[i] = static_cast<unsigned char>(f.value >> (8 * i));
             }
-            convert_elements(from, le, 1, dst + at);
-            ++at;
+            convert(le, 1, f.offset);
         }
     }
 }
@@ -265,12 +277,12 @@ void apply_blob(Blob<T, A>& blob, const BlobScan& scan, const BlobPlan& plan, st
     StagedLoad<T, A> stage(blob, scan.shape);
     const auto data = stage.data();
     if (!data.empty()) {
-        read_values(bytes, scan.offset, source, plan.data_field, data.data());
+        read_values(bytes, scan.offset, source, plan.data_field, data.data(), plan.rule);
     }
     if (plan.diff_field != 0) {
         const auto diff = stage.diff();
         if (!diff.empty()) {
-            read_values(bytes, scan.offset, source, plan.diff_field, diff.data());
+            read_values(bytes, scan.offset, source, plan.diff_field, diff.data(), plan.rule);
         }
     }
     stage.commit(blob);
@@ -354,6 +366,6 @@ void require_shape(const Blob<T, A>& blob, std::string_view op) {
     }
 }
 
-}  // namespace detail::caffe
+}  // namespace io::detail::caffe
 
 SYNCBLOB_END_NAMESPACE

@@ -30,19 +30,17 @@ namespace io {
 
 }  // namespace io
 
-namespace detail {
+namespace io::detail {
 
 /// A shape read from a file, checked as a whole before anything is allocated: each extent, the
 /// number of axes, and the product of the non-zero extents (a zero extent must not hide an
 /// overflowing rest). \throws FormatError "<source>: <field>: <what is wrong>".
 [[nodiscard]] inline Shape shape_from_file(std::span<const std::int64_t> extents, std::string_view source,
                                            std::string_view field) {
-    if (auto problem = extents_problem(extents)) {
-        io::throw_format_error(source, field, *problem);
-    }
-    return Shape(extents);
+    return syncblob::detail::checked_shape(
+        extents, [&](const std::string& problem) { io::throw_format_error(source, field, problem); });
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -3,8 +3,10 @@
 
 /// \file
 /// One element to and from a JSON value, exactly: floats as the shortest decimal that reads back
-/// to the same value (half and bfloat16 through float), NaN and infinities as the strings "NaN",
-/// "Infinity" and "-Infinity", 64-bit integers as JSON integers, bool as true/false.
+/// to the same value (half, bfloat16 and the 8-bit floats through float), NaN and infinities as the strings "NaN",
+/// "Infinity" and "-Infinity", 64-bit integers as JSON integers, bool as true/false. Values are
+/// read from the streaming reader's scalars (`json_stream::Scalar`), whether they come from text
+/// or from a document in memory.
 
 #include <charconv>
 #include <cmath>
@@ -18,18 +20,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../../core/detail/convert.hpp"
 #include "../../core/element.hpp"
-#include "convert.hpp"
 #include "format_error.hpp"
+#include "json_reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::json_io {
+namespace io::detail::json_io {
 
 using json = nlohmann::json;
-
-template <class T>
-inline constexpr bool is_float16 = std::same_as<T, half> || std::same_as<T, bfloat16>;
+using json_stream::Scalar;
+using json_stream::ScalarKind;
 
 /// The double whose shortest decimal form is that of float `f` (0.1f is written 0.1, not
 /// 0.10000000149011612), when it reads back to `f`; the exact value of `f` otherwise.
@@ -49,7 +51,7 @@ template <Element T>
 [[nodiscard]] json encode(T v) {
     if constexpr (std::same_as<T, bool>) {
         return json(v);
-    } else if constexpr (std::floating_point<T> || is_float16<T>) {
+    } else if constexpr (syncblob::detail::FloatingValue<T>) {
         const auto wide = [&] {
             if constexpr (std::same_as<T, double>) {
                 return v;
@@ -86,136 +88,123 @@ struct Place {
     }
 };
 
-[[nodiscard]] inline std::string describe(const json& v) {
-    if (v.is_string() || v.is_number() || v.is_boolean() || v.is_null()) {
-        std::string text = v.dump();
-        if (text.size() > 40) {
-            text = text.substr(0, 37) + "...";
-        }
-        return std::string(v.type_name()) + " " + text;
-    }
-    return v.type_name();
-}
-
 template <std::integral T>
 [[nodiscard]] std::string range_text() {
     return "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
            std::to_string(std::numeric_limits<T>::max()) + "] for " + std::string(element_name<T>());
 }
 
+// A number or one of the strings "NaN", "Infinity", "-Infinity" as a double.
+[[nodiscard]] inline double floating_value(const Scalar& v, std::string_view dtype, const Place& at) {
+    switch (v.kind) {
+        case ScalarKind::integer:
+            return static_cast<double>(v.integer);
+        case ScalarKind::unsigned_integer:
+            return static_cast<double>(v.unsigned_integer);
+        case ScalarKind::floating:
+            return v.floating;
+        case ScalarKind::string:
+            if (v.text == "NaN") {
+                return std::numeric_limits<double>::quiet_NaN();
+            }
+            if (v.text == "Infinity" || v.text == "-Infinity") {
+                return v.text[0] == '-' ? -std::numeric_limits<double>::infinity()
+                                        : std::numeric_limits<double>::infinity();
+            }
+            at.fail("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", found " + v.describe());
+        default:
+            at.fail("expected a number for " + std::string(dtype) + ", found " + v.describe());
+    }
+}
+
 /// One element of dtype `S` from its JSON value. \throws FormatError naming the place.
 template <Element S>
-[[nodiscard]] S decode(const json& v, const Place& at) {
+[[nodiscard]] S decode(const Scalar& v, const Place& at) {
     if constexpr (std::same_as<S, bool>) {
-        if (!v.is_boolean()) {
-            at.fail("expected true or false for BOOL, found " + describe(v));
+        if (v.kind != ScalarKind::boolean) {
+            at.fail("expected true or false for BOOL, found " + v.describe());
         }
-        return v.get<bool>();
-    } else if constexpr (std::floating_point<S> || is_float16<S>) {
-        double d = 0;
-        if (v.is_number()) {
-            d = v.get<double>();
-        } else if (v.is_string()) {
-            const auto& s = v.get_ref<const std::string&>();
-            if (s == "NaN") {
-                d = std::numeric_limits<double>::quiet_NaN();
-            } else if (s == "Infinity") {
-                d = std::numeric_limits<double>::infinity();
-            } else if (s == "-Infinity") {
-                d = -std::numeric_limits<double>::infinity();
-            } else {
-                at.fail("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", found " + describe(v));
-            }
-        } else {
-            at.fail("expected a number for " + std::string(element_name<S>()) + ", found " + describe(v));
+        return v.boolean;
+    } else if constexpr (syncblob::detail::FloatingValue<S>) {
+        // Rounded to nearest by the one conversion; a finite value beyond the type's range (or an
+        // infinity it lacks, or for F8_E8M0 a value that is not positive) is refused.
+        const double d = floating_value(v, element_name<S>(), at);
+        const syncblob::detail::Converted<S> c = syncblob::detail::convert_checked<S>(d);
+        if (!c.exact) {
+            at.fail("value " + v.describe() + " out of range for " + std::string(element_name<S>()));
         }
-        if constexpr (std::same_as<S, double>) {
-            return d;
-        } else {
-            // Past FLT_MAX plus half an ulp a double rounds to infinity; below, to at most FLT_MAX.
-            constexpr double float_limit = 0x1.ffffffp127;
-            constexpr auto float_max = std::numeric_limits<float>::max();
-            if (std::isfinite(d) && std::fabs(d) >= float_limit) {
-                at.fail("value " + v.dump() + " out of range for " + std::string(element_name<S>()));
-            }
-            const float f = std::fabs(d) > static_cast<double>(float_max) && std::isfinite(d)
-                                ? std::copysign(float_max, static_cast<float>(d > 0 ? 1 : -1))
-                                : static_cast<float>(d);
-            if constexpr (std::same_as<S, float>) {
-                return f;
-            } else {
-                const S narrow(f);
-                if (std::isfinite(f) && !std::isfinite(static_cast<float>(narrow))) {
-                    at.fail("value " + v.dump() + " out of range for " + std::string(element_name<S>()));
-                }
-                return narrow;
-            }
-        }
+        return c.value;
     } else {
-        if (!v.is_number_integer()) {
-            at.fail("expected " + range_text<S>() + ", found " + describe(v));
-        }
-        if (v.is_number_unsigned()) {
-            const auto u = v.get<std::uint64_t>();
-            if (std::cmp_greater(u, std::numeric_limits<S>::max())) {
-                at.fail("expected " + range_text<S>() + ", found " + std::to_string(u));
+        if (v.kind == ScalarKind::unsigned_integer) {
+            if (std::cmp_greater(v.unsigned_integer, std::numeric_limits<S>::max())) {
+                at.fail("expected " + range_text<S>() + ", found " + std::to_string(v.unsigned_integer));
             }
-            return static_cast<S>(u);
+            return static_cast<S>(v.unsigned_integer);
         }
-        const auto i = v.get<std::int64_t>();
-        if (!std::in_range<S>(i)) {
-            at.fail("expected " + range_text<S>() + ", found " + std::to_string(i));
+        if (v.kind != ScalarKind::integer) {
+            at.fail("expected " + range_text<S>() + ", found " + v.describe());
         }
-        return static_cast<S>(i);
+        if (!std::in_range<S>(v.integer)) {
+            at.fail("expected " + range_text<S>() + ", found " + std::to_string(v.integer));
+        }
+        return static_cast<S>(v.integer);
     }
 }
 
-/// Calls `fn(std::type_identity<S>{})` with `S` the element type stored as dtype `d`.
-template <class Fn>
-decltype(auto) visit_dtype(Dtype d, Fn&& fn) {
-    switch (d) {
-        case Dtype::F64:
-            return fn(std::type_identity<double>{});
-        case Dtype::F32:
-            return fn(std::type_identity<float>{});
-        case Dtype::F16:
-            return fn(std::type_identity<half>{});
-        case Dtype::BF16:
-            return fn(std::type_identity<bfloat16>{});
-        case Dtype::I64:
-            return fn(std::type_identity<std::int64_t>{});
-        case Dtype::I32:
-            return fn(std::type_identity<std::int32_t>{});
-        case Dtype::I16:
-            return fn(std::type_identity<std::int16_t>{});
-        case Dtype::I8:
-            return fn(std::type_identity<std::int8_t>{});
-        case Dtype::U64:
-            return fn(std::type_identity<std::uint64_t>{});
-        case Dtype::U32:
-            return fn(std::type_identity<std::uint32_t>{});
-        case Dtype::U16:
-            return fn(std::type_identity<std::uint16_t>{});
-        case Dtype::U8:
-            return fn(std::type_identity<std::uint8_t>{});
-        case Dtype::BOOL:
+/// The scalar of a document value that is not an object or an array (`text` is left empty for
+/// numbers: `Scalar::describe` then formats the value).
+[[nodiscard]] inline Scalar scalar_of(const json& v) {
+    Scalar s;
+    switch (v.type()) {
+        case json::value_t::boolean:
+            s.kind = ScalarKind::boolean;
+            s.boolean = v.get<bool>();
+            break;
+        case json::value_t::number_integer:
+            s.kind = ScalarKind::integer;
+            s.integer = v.get<std::int64_t>();
+            break;
+        case json::value_t::number_unsigned:
+            s.kind = ScalarKind::unsigned_integer;
+            s.unsigned_integer = v.get<std::uint64_t>();
+            break;
+        case json::value_t::number_float:
+            s.kind = ScalarKind::floating;
+            s.floating = v.get<double>();
+            break;
+        case json::value_t::string:
+            s.kind = ScalarKind::string;
+            s.text = v.get_ref<const std::string&>();
+            break;
+        default:  // null, and binary values (which no JSON text holds)
             break;
     }
-    return fn(std::type_identity<bool>{});
+    return s;
 }
 
-/// Decodes the `n` values of a JSON array of dtype `from` into `dst`, converting to `T`.
-template <Element T>
-void decode_array(const json& array, Dtype from, T* dst, std::string_view source, std::string_view field) {
-    visit_dtype(from, [&]<class S>(std::type_identity<S>) {
-        std::size_t i = 0;
-        for (const json& v : array) {
-            const S s = decode<S>(v, Place{source, field, i});
-            dst[i++] = detail::convert_value<S, T>(s);
+/// Reports a document in memory to a reader's handler as the reader would report its text. The
+/// handlers stop (throw) before they would descend past the levels a blob document has, so the
+/// recursion stays shallow whatever `j` holds.
+template <class Handler>
+void emit(const json& j, Handler& handler) {
+    if (j.is_object()) {
+        handler.begin_object(0);
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            handler.key(it.key(), 0);
+            emit(it.value(), handler);
         }
-    });
+        handler.end_object();
+    } else if (j.is_array()) {
+        handler.begin_array(0);
+        for (const json& v : j) {
+            emit(v, handler);
+        }
+        handler.end_array();
+    } else {
+        handler.scalar(scalar_of(j));
+    }
 }
 
-}  // namespace detail::json_io
+}  // namespace io::detail::json_io
 
 SYNCBLOB_END_NAMESPACE

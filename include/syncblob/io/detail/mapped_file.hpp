@@ -15,7 +15,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// A file mapped read-only (`PROT_READ`, private): writing through it is impossible, so a
 /// borrowed blob that wants to write copies first. The file must not be truncated by another
@@ -53,6 +53,6 @@ private:
     std::size_t size_ = 0;
 };
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

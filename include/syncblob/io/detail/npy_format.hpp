@@ -21,7 +21,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// What a `.npy` header says.
 struct NpyHeader {
@@ -39,44 +39,44 @@ inline constexpr std::string_view npy_magic = "\x93NUMPY";
 /// The longest header accepted (NumPy's own headers are ~128 bytes; 32 axes need < 1 KiB).
 inline constexpr std::uint32_t npy_max_header = 1u << 20;
 
-/// The `descr` NumPy writes for a dtype. bfloat16 has no NumPy dtype: it is written as 2-byte
-/// raw values ('<V2'), which NumPy loads as void and `view`s as uint16 or ml_dtypes.bfloat16.
-[[nodiscard]] constexpr std::string_view npy_descr(Dtype d) noexcept {
-    switch (d) {
-        case Dtype::F64:
-            return "<f8";
-        case Dtype::F32:
-            return "<f4";
-        case Dtype::F16:
-            return "<f2";
-        case Dtype::BF16:
-            return "<V2";
-        case Dtype::I64:
-            return "<i8";
-        case Dtype::I32:
-            return "<i4";
-        case Dtype::I16:
-            return "<i2";
-        case Dtype::I8:
-            return "|i1";
-        case Dtype::U64:
-            return "<u8";
-        case Dtype::U32:
-            return "<u4";
-        case Dtype::U16:
-            return "<u2";
-        case Dtype::U8:
-            return "|u1";
-        case Dtype::BOOL:
-            return "|b1";
+/// The `descr` NumPy writes for a dtype: the byte order ('|' for one-byte types, '<' for the rest)
+/// and the element table's NumPy code. bfloat16 has no NumPy dtype: it is written as 2-byte raw
+/// values ('<V2'), which NumPy loads as void and `view`s as uint16 or ml_dtypes.bfloat16. Empty for
+/// a dtype NumPy has no standard descriptor for (the 8-bit floats: ml_dtypes' types are no part of
+/// NumPy's format).
+[[nodiscard]] inline std::string npy_descr(Dtype d) {
+    const DtypeInfo* row = dtype_info(d);
+    if (row == nullptr || row->numpy_code.empty()) {
+        return {};
     }
-    return "?";
+    return (row->size == 1 ? "|" : "<") + std::string(row->numpy_code);
+}
+
+/// The dtype whose NumPy code (a `descr` without its byte order) is `code`, or nothing.
+[[nodiscard]] constexpr std::optional<Dtype> npy_dtype(std::string_view code) noexcept {
+    for (const DtypeInfo& row : dtype_table) {
+        if (!row.numpy_code.empty() && row.numpy_code == code) {
+            return row.dtype;
+        }
+    }
+    return std::nullopt;
+}
+
+/// The NumPy codes syncblob reads, for messages: "f8 f4 f2 V2 i8 … b1".
+[[nodiscard]] inline std::string npy_codes() {
+    std::string out;
+    for (const DtypeInfo& row : dtype_table) {
+        if (!row.numpy_code.empty()) {
+            out.append(out.empty() ? "" : " ").append(row.numpy_code);
+        }
+    }
+    return out;
 }
 
 /// The header text (dict, padding, newline) and its prefix for an array of `shape` and `dtype`,
 /// as NumPy 1.24's `np.save` writes it: version 1.0 unless the header needs more than 65535 bytes.
 [[nodiscard]] inline std::string npy_header_bytes(Dtype dtype, std::span<const std::int64_t> shape) {
-    std::string dict = "{'descr': '" + std::string(npy_descr(dtype)) + "', 'fortran_order': False, 'shape': (";
+    std::string dict = "{'descr': '" + npy_descr(dtype) + "', 'fortran_order': False, 'shape': (";
     for (std::size_t i = 0; i < shape.size(); ++i) {
         dict += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
     }
@@ -217,20 +217,10 @@ private:
         }
         const char order = d[0];
         const std::string_view kind(d.data() + 1, d.size() - 1);
-        std::optional<Dtype> dtype;
-        constexpr std::pair<std::string_view, Dtype> table[] = {
-            {"f8", Dtype::F64}, {"f4", Dtype::F32}, {"f2", Dtype::F16}, {"V2", Dtype::BF16}, {"i8", Dtype::I64},
-            {"i4", Dtype::I32}, {"i2", Dtype::I16}, {"i1", Dtype::I8},  {"u8", Dtype::U64},  {"u4", Dtype::U32},
-            {"u2", Dtype::U16}, {"u1", Dtype::U8},  {"b1", Dtype::BOOL}};
-        for (const auto& [name, value] : table) {
-            if (kind == name) {
-                dtype = value;
-            }
-        }
+        const std::optional<Dtype> dtype = npy_dtype(kind);
         if (!dtype || (order != '<' && order != '>' && order != '|' && order != '=')) {
-            fail(at, "'descr' '" + d +
-                         "' is not a dtype syncblob reads (expected one of f8 f4 f2 i8 i4 i2 i1 u8 u4 u2 u1 b1 V2 "
-                         "with byte order '<', '>', '|' or '=')");
+            fail(at, "'descr' '" + d + "' is not a dtype syncblob reads (expected one of " + npy_codes() +
+                         " with byte order '<', '>', '|' or '=')");
         }
         h.dtype = *dtype;
         h.big_endian = order == '>';
@@ -288,10 +278,10 @@ private:
                 fail(pos_, "expected ',' or ')' in 'shape'");
             }
         }
-        if (auto problem = extents_problem(h.shape)) {
+        if (auto problem = syncblob::detail::extents_problem(h.shape)) {
             fail(start, "'shape': " + *problem);
         }
-        h.count = static_cast<std::uint64_t>(count_of(h.shape));
+        h.count = static_cast<std::uint64_t>(syncblob::detail::count_of(h.shape));
     }
 
     std::string_view text_;
@@ -340,6 +330,6 @@ inline std::pair<std::uint32_t, std::uint32_t> parse_npy_prefix(std::span<const 
     return {length, prefix};
 }
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

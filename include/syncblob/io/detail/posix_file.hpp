@@ -22,11 +22,12 @@
 
 #include "../../core/error.hpp"
 #include "../../core/thread_pool.hpp"
+#include "../../memory/detail/huge_pages.hpp"
 #include "format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 /// Largest single read/write request (Linux transfers at most 0x7ffff000 bytes per call).
 inline constexpr std::size_t max_io_chunk = std::size_t{1} << 30;
@@ -203,28 +204,6 @@ private:
     std::uint64_t size_ = 0;
 };
 
-/// Asks the kernel to back [p, p + bytes) with transparent huge pages before it is first touched:
-/// reading a large file into fresh memory then costs one fault per 2 MiB instead of per 4 KiB.
-/// Only whole pages inside the range are advised; small ranges and failures are ignored.
-inline void advise_huge_pages(void* p, std::size_t bytes) noexcept {
-#if defined(MADV_HUGEPAGE)
-    constexpr std::size_t huge = std::size_t{2} << 20;
-    if (p == nullptr || bytes < 2 * huge) {
-        return;
-    }
-    const long page_size = ::sysconf(_SC_PAGESIZE);
-    const auto page = static_cast<std::uintptr_t>(page_size > 0 ? page_size : 4096);
-    const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
-    const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
-    if (end > begin) {
-        (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    }
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
-
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -19,7 +19,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::protobuf {
+namespace io::detail::protobuf {
 
 /// The wire types of the protobuf encoding (3 and 4 are the deprecated groups).
 enum class WireType : std::uint8_t {
@@ -358,6 +358,6 @@ struct StringSink {
     void write(const void* data, std::size_t n) { out.append(static_cast<const char*>(data), n); }
 };
 
-}  // namespace detail::protobuf
+}  // namespace io::detail::protobuf
 
 SYNCBLOB_END_NAMESPACE

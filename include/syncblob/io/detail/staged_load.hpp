@@ -17,7 +17,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace io::detail {
 
 template <Element T, SyncedAllocator A>
 class StagedLoad {
@@ -62,11 +62,11 @@ public:
                 target.copy_from(staged_);
             }
             if (take_diff_) {
-                target.copy_from(staged_, true);
+                target.copy_from(staged_, Part::diff);
             }
             return;
         }
-        target.commit(std::move(staged_), take_data_, take_diff_);
+        target.commit(std::move(staged_), {.data = take_data_, .diff = take_diff_});
     }
 
 private:
@@ -75,6 +75,6 @@ private:
     bool take_diff_ = false;
 };
 
-}  // namespace detail
+}  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -2,24 +2,21 @@
 #pragma once
 
 /// \file
-/// The engine under `SyncedBuffer`: its members, and the slow path that carries out the transitions
-/// of detail/transitions.hpp (allocating, copying between the sides, poisoning the stale side in
-/// checking mode, checking the device). `SyncedBuffer` adds the public surface and nothing else.
+/// The engine under `SyncedBuffer`: the slow path that carries out the transitions of
+/// detail/transitions.hpp for an access, an asynchronous copy (prefetch) and a borrow, over the
+/// members and side mechanics of detail/buffer_sides.hpp. `SyncedBuffer` adds the public surface
+/// and nothing else.
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../../core/error.hpp"
 #include "../device_backend.hpp"
 #include "../head.hpp"
-#include "../host_allocator.hpp"
-#include "../transfer_stats.hpp"
-#include "holding.hpp"
+#include "buffer_sides.hpp"
 #include "stream_order.hpp"
 #include "transitions.hpp"
 
@@ -27,33 +24,34 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// Members and slow path of `SyncedBuffer<HostAlloc, Device>` (its only user).
+/// The slow path of `SyncedBuffer<HostAlloc, Device>` (its only user), over its members.
 template <HostAllocator HostAlloc, DeviceBackend Device>
-class BufferState {
+class BufferState : protected BufferSides<HostAlloc, Device> {
+    using Base = BufferSides<HostAlloc, Device>;
+
 protected:
-    using stream_type = typename Device::stream_type;
+    using Base::check_borrow, Base::check_device_id, Base::count, Base::ensure, Base::head, Base::make_stale,
+        Base::note_host_access, Base::owns_unlocked, Base::publish, Base::pull, Base::push, Base::register_host,
+        Base::release_device, Base::release_host, Base::require_device, Base::side_ptr, Base::unregister_host,
+        Base::wait_host_unlocked;
+    using Base::device_, Base::device_holding_, Base::device_read_only_, Base::host_, Base::host_holding_,
+        Base::host_read_only_, Base::mutex_, Base::pending_, Base::size_, Base::stats_, Base::stream_;
+    using typename Base::Contents;
+    using typename Base::stream_type;
 
-    explicit BufferState(std::size_t bytes) noexcept : size_(bytes) {}
-    BufferState(const BufferState&) = delete;
-    BufferState& operator=(const BufferState&) = delete;
-    ~BufferState() = default;
+    explicit BufferState(std::size_t bytes) noexcept : Base(bytes) {}
 
-    enum class Side : std::uint8_t { host, device };
+    // The slow path of an access to a whole side (the accessors' calls stay as short as they were).
+    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const { return access(op, a, 0); }
 
-    static constexpr std::uint8_t head_mask = 0x3;
-    static constexpr std::uint8_t pending_bit = 0x4;
-    static constexpr std::uint8_t state_of(Head h) noexcept { return static_cast<std::uint8_t>(h); }
-
-    [[nodiscard]] Head head() const noexcept {
-        return static_cast<Head>(state_.load(std::memory_order_acquire) & head_mask);
-    }
-
-    // The slow path: every access that changes something, as transition says. Holds the
-    // mutex; on any exception the head is unchanged (allocation happens before the head moves). The
-    // stale side is poisoned only after the new head is published, so a failing poison cannot
-    // leave a fresh side garbled under a head that still names it fresh.
-    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a) const {
-        const bool to_host = on_host(a);
+    // The slow path of a read, write or overwrite of side `a.side`: every access that changes
+    // something, as transition says. Holds the mutex; on any exception the head is unchanged
+    // (allocation happens before the head moves). The stale side is poisoned only after the new
+    // head is published, so a failing poison cannot leave a fresh side garbled under a head that
+    // still names it fresh. `written`: for a write, the leading bytes the caller overwrites at
+    // once; the copy or zero-fill the write needs covers only the bytes after them.
+    SYNCBLOB_NOINLINE void* access(std::string_view op, Access a, std::size_t written) const {
+        const bool to_host = a.side == Side::host;
         if (!to_host) {
             require_device(op);
         }
@@ -74,21 +72,24 @@ protected:
             case Step::none:
                 break;
             case Step::allocate_zeroed:
-                to_host ? ensure_host(true, false) : ensure_device(true, false);
+                ensure(a.side, Contents::zeros, written);
                 break;
             case Step::copy_from_other_side:
-                to_host ? pull(op) : push();
+                to_host ? pull(op, written) : push(written);
                 break;
             case Step::make_writable:
-                to_host ? ensure_host(false, true) : ensure_device(false, true);
+                ensure(a.side, Contents::kept, written);
                 break;
             case Step::allocate_for_overwrite:
-                to_host ? ensure_host(false, false) : ensure_device(false, false);
+                ensure(a.side, Contents::unspecified);
+                break;
+            case Step::copy_async:  // prefetches only (prefetch below)
+            case Step::refuse:
                 break;
         }
         publish(next);
         if (writes(a)) {
-            make_stale(to_host ? Side::device : Side::host);
+            make_stale(other_side(a.side));
         }
         if (to_host) {
             note_host_access(writes(a), op);
@@ -96,201 +97,81 @@ protected:
         return to_host ? host_ : device_;
     }
 
-    // Tells a backend that checks the host's accesses (SimulatedDevice) that the host is about to
-    // read or write the host side through its pointer: queued device work that still uses that
-    // memory is then a race it reports.
-    SYNCBLOB_ALWAYS_INLINE void note_host_access(bool write, std::string_view who) const noexcept {
-        if constexpr (requires { Device::host_access(host_, size_, write, who.data()); }) {
-            if (host_ != nullptr) {
-                Device::host_access(host_, size_, write, who.data());
-            }
+    // push_to_device_async (`to` the device) and pull_to_host_async (`to` the host): an
+    // asynchronous copy of the fresh side into side `to` on `stream`, as transition says, tracked
+    // by an event; the host does not wait.
+    void prefetch(std::string_view op, Side to, stream_type stream) const {
+        require_device(op);
+        std::lock_guard lock(mutex_);
+        const Head h = head();
+        const auto [step, next] = transition({to, Want::prefetch}, h);
+        if (step == Step::refuse) {
+            throw StateError(std::string(op) + ": needs fresh " + (to == Side::device ? "host" : "device") +
+                             " data, but the head is " + std::string(head_name(h)));
         }
-    }
-
-    // H→D into a writable device block (allocated if needed, without zero-fill).
-    void push() const {
-        ensure_device(false, false);
-        if (size_ != 0) {
-            Device::copy(device_, host_, size_, CopyKind::host_to_device, stream_);
-            count(stats_.host_to_device, stats_.host_to_device_bytes);
+        if (step == Step::none) {
+            return;
         }
-    }
-
-    // D→H into a writable host block (allocated if needed, without zero-fill).
-    void pull(std::string_view op) const {
         check_device_id(op);
-        ensure_host(false, false);
+        ensure(to, Contents::unspecified);
+        // A push: no copy is pending (every way to at_host, a host access or set_host_data, waited
+        // for it), but the device block may still be in use by work on the buffer's stream. A pull:
+        // the copy reads what kernels on the buffer's stream write, and writes the host block an
+        // earlier asynchronous copy may still read; that copy is covered too, since the head reached
+        // at_device through a device access, which made the buffer's stream wait for it, and a point
+        // recorded after a wait is reached only once the waited work has run. Either way `stream`
+        // waits for the buffer's stream (the host does not).
+        detail::order_after<Device>(stream_, stream);
         if (size_ != 0) {
-            Device::copy(host_, device_, size_, CopyKind::device_to_host, stream_);
-            count(stats_.device_to_host, stats_.device_to_host_bytes);
+            const bool up = to == Side::device;
+            Device::copy_async(side_ptr(to), side_ptr(other_side(to)), size_,
+                               up ? CopyKind::host_to_device : CopyKind::device_to_host, stream);
+            up ? count(stats_.host_to_device, stats_.host_to_device_bytes)
+               : count(stats_.device_to_host, stats_.device_to_host_bytes);
         }
+        pending_.issued(Device::record(stream));
+        publish(next);
     }
 
-    // Makes the host side an owned, writable block: allocates when there is none or when it is a
-    // read-only borrow (copying the borrowed bytes when `preserve`), zero-filling a new block when `zero`.
-    void ensure_host(bool zero, bool preserve) const {
-        if (size_ == 0 || (host_ != nullptr && !host_read_only_)) {
-            return;
+    // set_host_data / set_device_data: side `side` becomes the size_ bytes at `data`, borrowed (never
+    // freed by the buffer); an owned block of that side is freed. Nothing changes when it throws.
+    void borrow(std::string_view op, Side side, void* data, std::size_t bytes, Borrow how) {
+        const bool to_host = side == Side::host;
+        int id = -1;
+        if (!to_host) {
+            require_device(op);
         }
-        HostBlock block = HostAlloc::allocate(size_);
-        ++stats_.host_allocations;
-        if (host_ != nullptr && preserve) {
-            note_host_access(false, "SyncedBuffer's copy on write of a read-only borrow");
-            std::memcpy(block.data, host_, size_);
-            count(stats_.host_to_host, stats_.host_to_host_bytes);
-        } else if (zero) {
-            std::memset(block.data, 0, size_);
+        check_borrow(op, data, bytes);
+        if (!to_host) {
+            id = Device::device_of(data);  // the pointer's own device, not whichever is current
         }
-        host_holding_.adopt(block);
-        host_ = block.data;
-        host_read_only_ = false;
-    }
-
-    // The device counterpart of ensure_host.
-    void ensure_device(bool zero, bool preserve) const {
-        if (size_ == 0 || (device_ != nullptr && !device_read_only_)) {
-            return;
+        std::lock_guard lock(mutex_);
+        if (owns_unlocked(data, size_)) {  // freeing it would leave the borrow dangling
+            throw StateError(std::string(op) + ": cannot borrow memory of the buffer's own blocks");
         }
-        void* block = allocate_device_block();
-        try {
-            if (device_ != nullptr && preserve) {
-                Device::copy(block, device_, size_, CopyKind::device_to_device, stream_);
-                count(stats_.device_to_device, stats_.device_to_device_bytes);
-            } else if (zero) {
-                Device::fill(block, 0, size_, stream_);
+        wait_host_unlocked();
+        if (to_host) {
+            const bool registered = how.register_memory && register_host(data);  // throws: nothing changed
+            release_host();
+            host_ = data;
+            if (registered) {
+                host_holding_.registered = data;
+                host_holding_.unregister = &unregister_host;
             }
-        } catch (...) {
-            if constexpr (StreamOrderedBackend<Device>) {  // the failed work was issued on stream_
-                Device::deallocate_async(block, size_, stream_);
-            } else {
-                Device::deallocate(block, size_);
-            }
-            throw;
-        }
-        ++stats_.device_allocations;
-        release_device();
-        device_ = block;
-        device_holding_.owned = true;
-        device_holding_.device = Device::current_device();
-    }
-
-    // A device block of size_ bytes: on the buffer's stream when the backend allocates in stream order.
-    void* allocate_device_block() const {
-        if constexpr (StreamOrderedBackend<Device>) {
-            return Device::allocate_async(size_, stream_);
+            host_read_only_ = how.read_only;
+            host_holding_.refuses_writes = how.read_only && how.refuse_writes;
+            host_holding_.keep_alive = std::move(how.keep_alive);
         } else {
-            return Device::allocate(size_);
+            release_device();
+            device_ = data;
+            device_holding_.device = id;
+            device_read_only_ = how.read_only;
+            device_holding_.refuses_writes = how.read_only && how.refuse_writes;
+            device_holding_.keep_alive = std::move(how.keep_alive);
         }
+        publish(to_host ? Head::at_host : Head::at_device);
+        make_stale(other_side(side));
     }
-
-    void release_host() const noexcept {
-        if (host_holding_.owned.data != nullptr) {  // freeing it writes it, as far as queued work can tell
-            note_host_access(true, "SyncedBuffer's release of its host block");
-        }
-        host_holding_.release();
-        host_ = nullptr;
-        host_read_only_ = false;
-    }
-
-    // Frees (or lets go of) the device side with its own device current: a stream-ordered free on
-    // the default stream, or the wait before a plain free, belongs to that device's stream.
-    void release_device() const noexcept {
-        try {
-            const DeviceGuard<Device> guard(device_ != nullptr ? device_holding_.device : -1);
-            device_holding_.release(device_, size_, stream_);
-        } catch (...) {  // its device cannot be made current: released from the current one
-            device_holding_.release(device_, size_, stream_);
-        }
-        device_ = nullptr;
-        device_read_only_ = false;
-    }
-
-    // In checking mode, overwrite the side that just became stale (owned memory only).
-    void make_stale(Side side) const {
-        if constexpr (Device::has_device) {
-            if (size_ == 0 || !Device::poisons_stale_side()) {
-                return;
-            }
-            if (side == Side::host && host_holding_.owned.data != nullptr) {
-                wait_host_unlocked();  // an issued copy may still read or write the host block
-                std::memset(host_, poison_byte_, size_);
-            } else if (side == Side::device && device_holding_.owned) {
-                Device::fill(device_, poison_byte_, size_, stream_);
-            }
-        }
-    }
-
-    void check_device_id(std::string_view op) const {
-        if constexpr (Device::has_device) {
-            if (device_ != nullptr) {
-                const int current = Device::current_device();
-                if (current != device_holding_.device) {
-                    throw DeviceError(std::string(op) + ": the device block lives on device " +
-                                      std::to_string(device_holding_.device) + " but device " +
-                                      std::to_string(current) + " is current");
-                }
-            }
-        }
-    }
-
-    static void require_device(std::string_view op) {
-        if constexpr (!Device::has_device) {
-            throw NoDeviceError(std::string(op) + ": this buffer is host-only (device backend " +
-                                std::string(Device::name) + ")");
-        }
-    }
-
-    // True when any of the `n` bytes at `p` lie in the host or device block the buffer owns.
-    bool owns_unlocked(const void* p, std::size_t n) const noexcept {
-        return host_holding_.owns(p, n, size_) || device_holding_.owns(p, n, device_, size_);
-    }
-
-    void check_borrow(std::string_view op, const void* data, std::size_t bytes) const {
-        if (bytes < size_) {
-            throw ShapeError(std::string(op) + ": borrowed " + std::to_string(bytes) + " bytes, the buffer holds " +
-                             std::to_string(size_));
-        }
-        if (data == nullptr && size_ != 0) {
-            throw ShapeError(std::string(op) + ": null pointer for a buffer of " + std::to_string(size_) + " bytes");
-        }
-    }
-
-    void count(std::uint64_t& copies, std::uint64_t& bytes) const noexcept {
-        ++copies;
-        bytes += size_;
-    }
-
-    // The host blocks until a pending asynchronous copy has finished.
-    void wait_host_unlocked() const {
-        if (pending_.wait_host()) {
-            publish(head());
-        }
-    }
-
-    // Stores the head (and the pending bit) with release order, after every other member is written.
-    void publish(Head h) const noexcept {
-        const auto pending = static_cast<std::uint8_t>(pending_.any() ? pending_bit : 0);
-        state_.store(static_cast<std::uint8_t>(state_of(h) | pending), std::memory_order_release);
-    }
-
-    // What a steady-state access and a math call touch, together in the first 40 bytes (one cache
-    // line, or two when the object starts late in one).
-    mutable std::atomic<std::uint8_t> state_{state_of(Head::uninitialized)};
-    mutable bool host_read_only_ = false;
-    mutable bool device_read_only_ = false;
-    mutable void* host_ = nullptr;
-    mutable void* device_ = nullptr;
-    mutable std::atomic<std::uint64_t> host_kernels_{0};
-    mutable std::atomic<std::uint64_t> device_kernels_{0};
-    // The rest.
-    std::size_t size_;
-    mutable HostHolding<HostAlloc> host_holding_;
-    mutable DeviceHolding<Device> device_holding_;
-    mutable std::mutex mutex_;
-    mutable PendingCopy<Device> pending_;
-    stream_type stream_ = Device::default_stream();
-    mutable TransferStats stats_{};  // kernel counts live in host_kernels_ and device_kernels_
-    unsigned char poison_byte_ = 0xFF;
 };
 
 }  // namespace detail

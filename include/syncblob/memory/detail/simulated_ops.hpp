@@ -2,13 +2,14 @@
 #pragma once
 
 /// \file
-/// What the engine behind `SimulatedDevice` queues and remembers: byte ranges, vector clocks,
-/// points in a stream (events), operations and the accesses they made.
+/// What the engine behind `SimulatedDevice` queues: byte ranges, vector clocks, points in a stream
+/// (events), and operations (copies and fills are made here).
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -103,15 +104,37 @@ struct Operation {
     bool cancelled = false;
 };
 
-/// One access of a past or queued operation, kept while a later operation could race with it.
-struct Access {
-    Range range;
-    bool write = false;
-    bool allocation = false;
-    int stream = 0;
-    Clock clock;
-    std::string what;
-};
+/// A copy of `bytes` bytes from `src` to `dst` queued on stream `stream` (a key); `kind` names it
+/// in messages ("copy H->D", ...).
+inline Operation copy_operation(int stream, void* dst, const void* src, std::size_t bytes, const char* kind) {
+    Operation op;
+    op.stream = stream;
+    op.kind = OpKind::copy;
+    op.what = std::string(kind) + " of " + std::to_string(bytes) + " bytes";
+    op.reads = {Range{src, bytes}};
+    op.writes = {Range{dst, bytes}};
+    op.body = [dst, src, bytes] {
+        if (bytes != 0) {
+            std::memmove(dst, src, bytes);
+        }
+    };
+    return op;
+}
+
+/// A fill of `bytes` bytes at `dst` with `byte`, queued on stream `stream` (a key).
+inline Operation fill_operation(int stream, void* dst, unsigned char byte, std::size_t bytes) {
+    Operation op;
+    op.stream = stream;
+    op.kind = OpKind::fill;
+    op.what = "fill of " + std::to_string(bytes) + " bytes";
+    op.writes = {Range{dst, bytes}};
+    op.body = [dst, byte, bytes] {
+        if (bytes != 0) {
+            std::memset(dst, byte, bytes);
+        }
+    };
+    return op;
+}
 
 /// How much the engine holds: what must stay bounded over a long run.
 struct Footprint {

@@ -8,7 +8,7 @@
 /// the misuse it can see, recorded as faults. Ordering is tracked with vector clocks (one counter
 /// per stream; the host's clock is what it has waited for), so "unordered" means neither operation
 /// happens before the other. Streams belong to devices, as CUDA's do: each device has its own
-/// legacy default stream.
+/// legacy default stream. The race checks are detail/simulated_races.hpp.
 
 #include <algorithm>
 #include <cstddef>
@@ -22,6 +22,8 @@
 
 #include "../../core/config.hpp"
 #include "simulated_ops.hpp"
+#include "simulated_races.hpp"
+#include "simulated_timeline.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -79,8 +81,13 @@ public:
         if (op.kind != OpKind::marker) {
             check_stream_device(op, current_device);
             check_device(op, current_device);
-            check_races(op);
+            if (std::string race = races_.check(op); !race.empty()) {
+                fault(std::move(race));
+            }
             check_freed(op);
+        }
+        if (Timeline* t = Timeline::active()) {  // optional virtual clock (simulated_timeline.hpp)
+            t->issued(op);
         }
         s.queue.push_back(std::move(op));
         return s.issued;
@@ -137,8 +144,11 @@ public:
             return;
         }
         run_until(p.stream, p.sequence);
+        if (Timeline* t = Timeline::active()) {
+            t->host_waited(p);
+        }
         merge(host_clock_, p.clock);
-        prune();
+        races_.prune(host_clock_);
     }
 
     /// True when the work up to `p` has run (nothing runs now); the host then knows what it had
@@ -184,7 +194,10 @@ public:
         for (const auto& [id, s] : streams_) {
             merge(host_clock_, s.clock);
         }
-        prune();
+        if (Timeline* t = Timeline::active()) {
+            t->synchronized();
+        }
+        races_.prune(host_clock_);
     }
 
     /// Copies, fills, kernels and frees issued and not yet run (stream-ordered allocations and the
@@ -237,7 +250,7 @@ public:
                 }
             }
         }
-        std::erase_if(history_, [&](const Access& a) { return overlap(a.range, block); });
+        races_.forget(block);
         blocks_.erase(p);
         freed_.erase(p);
     }
@@ -315,7 +328,7 @@ public:
         for (const auto& [id, s] : streams_) {
             queued_ops += s.queue.size();
         }
-        return Footprint{queued_ops, history_.size(), streams_.size(), blocks_.size(), faults_.size()};
+        return Footprint{queued_ops, races_.size(), streams_.size(), blocks_.size(), faults_.size()};
     }
 
 private:
@@ -352,50 +365,6 @@ private:
         }
     }
 
-    // How a race between `op` and an earlier access `a` at `at` reads.
-    static std::string race(const Operation& op, const Access& a, bool write, const void* at) {
-        const std::string mine = op.what + " on " + stream_name(op.stream);
-        const std::string theirs = a.what + " on " + stream_name(a.stream);
-        if (op.kind == OpKind::free) {
-            return "block " + hex(at) + " freed on " + stream_name(op.stream) + " while " + theirs +
-                   ", not ordered before the free, still uses it";
-        }
-        if (a.allocation) {
-            return mine + " uses " + hex(at) + " before it is ordered after the " + theirs;
-        }
-        const std::string how = write && a.write ? "both write"
-                                : write          ? op.what + " writes what " + a.what + " reads"
-                                                 : a.what + " writes what " + op.what + " reads";
-        return mine + " and " + theirs + " are unordered: " + how + " at " + hex(at);
-    }
-
-    // Compares `op` with every access it could race with (one fault per operation), then
-    // remembers its own accesses.
-    void check_races(const Operation& op) {
-        auto raced = [&](const Range& r, bool write) {
-            for (const auto& a : history_) {
-                if (a.stream != op.stream && (write || a.write) && overlap(a.range, r) &&
-                    !happens_before(a.clock, op.clock)) {
-                    fault(race(op, a, write, r.data));
-                    return true;
-                }
-            }
-            return false;
-        };
-        const bool found =
-            std::any_of(op.reads.begin(), op.reads.end(), [&](const Range& r) { return raced(r, false); });
-        if (!found) {
-            (void)std::any_of(op.writes.begin(), op.writes.end(), [&](const Range& r) { return raced(r, true); });
-        }
-        const bool allocation = op.kind == OpKind::allocation;
-        for (const auto& r : op.reads) {
-            history_.push_back(Access{r, false, false, op.stream, op.clock, op.what});
-        }
-        for (const auto& r : op.writes) {
-            history_.push_back(Access{r, true, allocation, op.stream, op.clock, op.what});
-        }
-    }
-
     // Work that touches a block after its stream-ordered free (and before it is handed out again).
     void check_freed(const Operation& op) {
         for (const auto* ranges : {&op.reads, &op.writes}) {
@@ -414,11 +383,6 @@ private:
         }
     }
 
-    // Accesses the host has waited for cannot race with anything issued from now on.
-    void prune() {
-        std::erase_if(history_, [&](const Access& a) { return happens_before(a.clock, host_clock_); });
-    }
-
     struct Freed {
         std::size_t bytes = 0;
         int stream = 0;
@@ -429,7 +393,7 @@ private:
     int last_stream_ = 0;
     std::map<const void*, Block> blocks_;
     std::map<const void*, Freed> freed_;  // blocks freed in stream order, not yet handed out again
-    std::vector<Access> history_;
+    RaceLog races_;
     Clock host_clock_;
     std::vector<std::string> faults_;
 };

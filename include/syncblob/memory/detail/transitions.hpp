@@ -2,8 +2,10 @@
 #pragma once
 
 /// \file
-/// The state machine of `SyncedBuffer` as a table: for each access and head, what must be done
-/// and which head follows. docs/guide.md shows the same table; a test checks that they agree.
+/// The state machine of `SyncedBuffer` as a table: for each access (a side and what is wanted of
+/// it) and each head, what must be done and which head follows. Every change of head goes through
+/// it, the asynchronous copies included. docs/guide.md shows the same table; a test checks that
+/// they agree.
 
 #include <cstdint>
 
@@ -13,23 +15,24 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
-/// An access to one side of a buffer.
-enum class Access : std::uint8_t {
-    host_read,
-    host_write,
-    host_overwrite,  ///< every byte is about to be written: no zero-fill, no copy
-    device_read,
-    device_write,
-    device_overwrite
+/// What an access wants of the side it touches.
+enum class Want : std::uint8_t {
+    read,       ///< fresh bytes to read; the other side stays fresh
+    write,      ///< fresh bytes to change; the other side becomes stale
+    overwrite,  ///< bytes about to be written whole: no zero-fill, no copy; the other side becomes stale
+    prefetch,   ///< fresh bytes later: an asynchronous copy, the host not waiting (push / pull)
 };
 
-[[nodiscard]] constexpr bool on_host(Access a) noexcept {
-    return a == Access::host_read || a == Access::host_write || a == Access::host_overwrite;
-}
+/// An access to one side of a buffer.
+struct Access {
+    Side side;
+    Want want;
+    friend constexpr bool operator==(Access, Access) noexcept = default;
+};
 
-/// Every access but a read makes the other side stale.
+/// Every access but a read and a prefetch makes the other side stale.
 [[nodiscard]] constexpr bool writes(Access a) noexcept {
-    return a != Access::host_read && a != Access::device_read;
+    return a.want == Want::write || a.want == Want::overwrite;
 }
 
 /// What an access does to the side it touches before the head moves.
@@ -39,6 +42,8 @@ enum class Step : std::uint8_t {
     copy_from_other_side,    ///< the side is stale: allocate it if needed, copy the fresh side into it
     make_writable,           ///< the side is fresh but may be a read-only borrow: copy it into owned memory
     allocate_for_overwrite,  ///< allocate the side if needed (or replace a read-only borrow), no copy, no zero
+    copy_async,              ///< allocate the side if needed, copy the fresh side into it on a stream, no wait
+    refuse,                  ///< the access is an error from this head (`StateError`); nothing changes
 };
 
 struct Transition {
@@ -46,12 +51,12 @@ struct Transition {
     Head next;
 };
 
-/// The table for host accesses; device accesses are its mirror image.
-[[nodiscard]] constexpr Transition host_transition(Access a, Head h) noexcept {
-    if (a == Access::host_overwrite) {
+/// Reads and writes of the host side; those of the device side are its mirror image.
+[[nodiscard]] constexpr Transition host_transition(Want w, Head h) noexcept {
+    if (w == Want::overwrite) {
         return {Step::allocate_for_overwrite, Head::at_host};
     }
-    const bool read = a == Access::host_read;
+    const bool read = w == Want::read;
     switch (h) {
         case Head::uninitialized:
             return {Step::allocate_zeroed, Head::at_host};
@@ -65,35 +70,47 @@ struct Transition {
     return {Step::none, h};
 }
 
+/// The asynchronous copies, which are not mirror images of each other: `pull_to_host_async` (a
+/// host prefetch) is nothing from at_host, but `push_to_device_async` (a device prefetch) is an
+/// error from at_device, since it promises a copy of the host's bytes. Neither allocates from
+/// uninitialized: there is nothing to copy.
+[[nodiscard]] constexpr Transition prefetch_transition(Side s, Head h) noexcept {
+    const Head fresh_here = s == Side::host ? Head::at_host : Head::at_device;
+    switch (h) {
+        case Head::uninitialized:
+            return {Step::refuse, h};
+        case Head::synced:
+            return {Step::none, h};
+        default:
+            break;
+    }
+    if (h == fresh_here) {
+        return {s == Side::host ? Step::none : Step::refuse, h};
+    }
+    return {Step::copy_async, Head::synced};
+}
+
 [[nodiscard]] constexpr Head mirror(Head h) noexcept {
     return h == Head::at_host ? Head::at_device : h == Head::at_device ? Head::at_host : h;
 }
 
-[[nodiscard]] constexpr Access mirror(Access a) noexcept {
-    switch (a) {
-        case Access::device_read:
-            return Access::host_read;
-        case Access::device_write:
-            return Access::host_write;
-        case Access::device_overwrite:
-            return Access::host_overwrite;
-        default:
-            return a;
-    }
-}
-
 /// What `a` does when the head is `h`.
 [[nodiscard]] constexpr Transition transition(Access a, Head h) noexcept {
-    if (on_host(a)) {
-        return host_transition(a, h);
+    if (a.want == Want::prefetch) {
+        return prefetch_transition(a.side, h);
     }
-    const Transition t = host_transition(mirror(a), mirror(h));
+    if (a.side == Side::host) {
+        return host_transition(a.want, h);
+    }
+    const Transition t = host_transition(a.want, mirror(h));
     return {t.step, mirror(t.next)};
 }
 
-static_assert(transition(Access::device_read, Head::at_host).step == Step::copy_from_other_side);
-static_assert(transition(Access::device_read, Head::at_host).next == Head::synced);
-static_assert(transition(Access::device_write, Head::synced).next == Head::at_device);
+static_assert(transition({Side::device, Want::read}, Head::at_host).step == Step::copy_from_other_side);
+static_assert(transition({Side::device, Want::read}, Head::at_host).next == Head::synced);
+static_assert(transition({Side::device, Want::write}, Head::synced).next == Head::at_device);
+static_assert(transition({Side::device, Want::prefetch}, Head::at_device).step == Step::refuse);
+static_assert(transition({Side::host, Want::prefetch}, Head::at_host).step == Step::none);
 
 }  // namespace detail
 

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Loading a sharded checkpoint shaped like a transformer's (an embedding, then per layer two norms,
+// an attention and an MLP with their biases: 12 tensors a layer, 1,010 tensors of 3 KiB to 9 MiB)
+// into the host side of a ParameterArena, against the limit of the same bytes: a parallel pread of
+// every shard's data section into memory already touched, in pieces of the loader's chunk size on
+// as many threads. Tensor-by-tensor loading (one SafetensorsFile::load per tensor into its own
+// blob, as syncblob loaded checkpoints before the arena loader) beside it. The files stay in the
+// page cache (written by the benchmark itself, read once before timing).
+//
+//   bench_checkpoint                          a small checkpoint (about 40 MB): the smoke run, seconds
+//   SYNCBLOB_BENCH_CHECKPOINT=full bench_checkpoint
+//                                             the measured one: 2.2 GiB over 5 shards (about a minute,
+//                                             about 9 GiB of memory, 2.2 GiB of disk)
+//
+// Files go to $SYNCBLOB_BENCH_DIR (default: the temp folder) and are removed at the end. Each load
+// is timed against the pread limit in alternating pairs; its "ratio_to_pread" counter is the median
+// of the limit's time over its own (1.0: as fast as the limit), printed again in a summary.
+
+#include <benchmark/benchmark.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <syncblob/checkpoint.hpp>
+#include <syncblob/io/safetensors.hpp>
+
+namespace fs = std::filesystem;
+using namespace syncblob;
+
+namespace {
+
+struct Size {
+    std::int64_t width;
+    int layers;
+    std::uint64_t max_shard;
+};
+
+bool full_size() {
+    const char* env = std::getenv("SYNCBLOB_BENCH_CHECKPOINT");
+    return env != nullptr && std::string(env) == "full";
+}
+
+Size size() {
+    return full_size() ? Size{768, 84, std::uint64_t{512} << 20} : Size{96, 84, std::uint64_t{10} << 20};
+}
+
+fs::path bench_dir() {
+    static const fs::path dir = [] {
+        const char* env = std::getenv("SYNCBLOB_BENCH_DIR");
+        fs::path d = (env != nullptr ? fs::path(env) : fs::temp_directory_path()) /
+                     ("syncblob-bench-checkpoint-" + std::to_string(::getpid()));
+        fs::create_directories(d);
+        return d;
+    }();
+    return dir;
+}
+
+// The tensors of the checkpoint, in the order they are added.
+std::vector<std::pair<std::string, Shape>> layout() {
+    const auto [d, layers, shard] = size();
+    std::vector<std::pair<std::string, Shape>> t{{"embed", Shape{8192, d}}};
+    for (int l = 0; l < layers; ++l) {
+        const std::string p = "layer" + std::to_string(l) + ".";
+        for (const auto& [name, shape] :
+             std::vector<std::pair<std::string, Shape>>{{"ln1.weight", Shape{d}},
+                                                        {"ln1.bias", Shape{d}},
+                                                        {"attn.qkv.weight", Shape{3 * d, d}},
+                                                        {"attn.qkv.bias", Shape{3 * d}},
+                                                        {"attn.out.weight", Shape{d, d}},
+                                                        {"attn.out.bias", Shape{d}},
+                                                        {"ln2.weight", Shape{d}},
+                                                        {"ln2.bias", Shape{d}},
+                                                        {"mlp.up.weight", Shape{4 * d, d}},
+                                                        {"mlp.up.bias", Shape{4 * d}},
+                                                        {"mlp.down.weight", Shape{d, 4 * d}},
+                                                        {"mlp.down.bias", Shape{d}}}) {
+            t.emplace_back(p + name, shape);
+        }
+    }
+    t.emplace_back("final_norm", Shape{d});
+    return t;
+}
+
+// The checkpoint, written once, then read once so that the page cache holds it.
+const io::Checkpoint& stored_checkpoint() {
+    static const io::Checkpoint ckpt = [] {
+        {
+            std::vector<Blob<float>> blobs;
+            io::CheckpointWriter w;
+            const auto tensors = layout();
+            blobs.reserve(tensors.size());
+            for (const auto& [name, shape] : tensors) {
+                auto& b = blobs.emplace_back(shape);
+                auto v = b.mutable_host_data();
+                for (std::size_t i = 0; i < v.size(); ++i) {
+                    v[i] = static_cast<float>((i + blobs.size()) % 1000) * 0.25f;
+                }
+                w.add(name, b);
+            }
+            io::CheckpointSaveOptions options;
+            options.max_shard_bytes = size().max_shard;
+            (void)w.save(bench_dir(), options);
+        }
+        auto c = io::Checkpoint::open(bench_dir());
+        std::vector<char> sink(std::size_t{8} << 20);
+        for (const auto& s : c.shards()) {
+            const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+            while (fd >= 0 && ::read(fd, sink.data(), sink.size()) > 0) {
+            }
+            ::close(fd);
+        }
+        return c;
+    }();
+    return ckpt;
+}
+
+// Byte range [begin, end) of each shard's data section.
+struct Section {
+    std::string path;
+    std::uint64_t begin = ~std::uint64_t{0};
+    std::uint64_t end = 0;
+};
+
+std::vector<Section> sections(const io::Checkpoint& c) {
+    std::vector<Section> out(c.shards().size());
+    for (std::size_t s = 0; s < out.size(); ++s) {
+        out[s].path = c.shards()[s].path.string();
+    }
+    for (const auto& t : c.tensors()) {
+        out[t.shard].begin = std::min(out[t.shard].begin, t.offset);
+        out[t.shard].end = std::max(out[t.shard].end, t.offset + t.bytes);
+    }
+    return out;
+}
+
+// The limit: every shard's data section read with pread into touched memory, in pieces of
+// `chunk` bytes claimed in order by `threads` threads (syncblob's pool, as the loader's readers).
+class ParallelPread {
+public:
+    ParallelPread(const io::Checkpoint& c, std::size_t chunk) {
+        std::uint64_t at = 0;
+        for (const auto& s : sections(c)) {
+            const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+            fds_.push_back(fd);
+            for (std::uint64_t o = s.begin; o < s.end; o += chunk) {
+                const std::uint64_t n = std::min<std::uint64_t>(chunk, s.end - o);
+                pieces_.push_back({fd, o, at, static_cast<std::size_t>(n)});
+                at += n;
+            }
+        }
+        buffer_.reset(new char[at]);
+        std::memset(buffer_.get(), 1, at);  // touched: no page faults in the timed reads
+        bytes_ = at;
+    }
+    ParallelPread(const ParallelPread&) = delete;
+    ParallelPread& operator=(const ParallelPread&) = delete;
+    ~ParallelPread() {
+        for (const int fd : fds_) {
+            ::close(fd);
+        }
+    }
+
+    // Reads into its own buffer, or into `into` (at least bytes() of touched memory).
+    bool operator()(unsigned threads, char* into = nullptr) {
+        char* base = into != nullptr ? into : buffer_.get();
+        std::atomic<std::size_t> next{0};
+        std::atomic<bool> ok{true};
+        parallel::run(threads, [&](unsigned) {
+            for (std::size_t i; (i = next.fetch_add(1)) < pieces_.size();) {
+                const Piece& p = pieces_[i];
+                if (::pread(p.fd, base + p.at, p.bytes, static_cast<off_t>(p.offset)) !=
+                    static_cast<ssize_t>(p.bytes)) {
+                    ok = false;
+                }
+            }
+        });
+        benchmark::DoNotOptimize(base);
+        return ok;
+    }
+    [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+
+private:
+    struct Piece {
+        int fd;
+        std::uint64_t offset;
+        std::uint64_t at;
+        std::size_t bytes;
+    };
+    std::vector<int> fds_;
+    std::vector<Piece> pieces_;
+    std::unique_ptr<char[]> buffer_;
+    std::uint64_t bytes_ = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+template <class F>
+double timed(const F& f) {
+    const auto start = Clock::now();
+    f();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A load timed against the parallel pread in rotating order (load, pread into the limit's own
+// buffer, and with `same_memory`, pread into that memory: the load's own destination; then the
+// next rotation). "ratio_to_pread" is the median of the pread's time over the load's;
+// "ratio_to_pread_same_memory" the same for the pread into the load's memory, which takes the
+// placement of the destination's pages out of the comparison.
+template <class Load>
+void paired_with_pread(benchmark::State& state, const Load& load, char* same_memory = nullptr) {
+    const auto& c = stored_checkpoint();
+    const checkpoint::LoadOptions defaults;
+    ParallelPread limit(c, defaults.chunk_bytes);
+    const unsigned threads = parallel::max_threads();
+    const std::size_t steps = same_memory != nullptr ? 3 : 2;
+    std::vector<double> to_pread;
+    std::vector<double> to_same;
+    for (auto _ : state) {
+        double t[3] = {};
+        bool ok = true;
+        for (std::size_t k = 0; k < steps; ++k) {
+            const std::size_t which = (k + to_pread.size()) % steps;
+            t[which] = which == 0 ? timed(load)
+                                  : timed([&] { ok = limit(threads, which == 2 ? same_memory : nullptr) && ok; });
+        }
+        if (!ok) {
+            state.SkipWithError("pread failed");
+            break;
+        }
+        state.SetIterationTime(t[0]);
+        to_pread.push_back(t[1] / t[0]);
+        to_same.push_back(t[2] / t[0]);
+    }
+    const auto median = [](std::vector<double>& v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    state.counters["ratio_to_pread"] = median(to_pread);
+    if (same_memory != nullptr) {
+        state.counters["ratio_to_pread_same_memory"] = median(to_same);
+    }
+    state.counters["tensors"] = static_cast<double>(c.tensors().size());
+    state.counters["shards"] = static_cast<double>(c.shards().size());
+    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(limit.bytes()));
+}
+
+// The arena loader into the host side of one arena, reused (touched memory, as the limit's).
+void BM_arena_host_load(benchmark::State& state) {
+    const auto& c = stored_checkpoint();
+    checkpoint::CheckpointArena<float> arena(c);
+    (void)arena.load(c);  // the arena's memory touched once, as the limit's buffer is
+    // The arena's host data (padding included, so at least the bytes the limit reads).
+    auto* memory = reinterpret_cast<char*>(arena.arena().data_buffer().mutable_host_data().data());
+    paired_with_pread(
+        state,
+        [&] {
+            const auto report = arena.load(c);
+            benchmark::DoNotOptimize(report.bytes_read);
+        },
+        memory);
+}
+
+// A new arena for every load: its pages are faulted in by the load.
+void BM_arena_host_load_fresh(benchmark::State& state) {
+    const auto& c = stored_checkpoint();
+    paired_with_pread(state, [&] {
+        auto arena = checkpoint::load<float>(c);
+        benchmark::DoNotOptimize(arena.arena().data_buffer().host_data().data());
+    });
+}
+
+// Tensor by tensor: each shard opened as a SafetensorsFile, each tensor loaded into a blob of its
+// own (kept between iterations, so its memory is touched too).
+void BM_tensor_by_tensor(benchmark::State& state) {
+    const auto& c = stored_checkpoint();
+    std::vector<Blob<float>> blobs(c.tensors().size());
+    const auto load = [&] {
+        std::size_t k = 0;
+        for (std::size_t s = 0; s < c.shards().size(); ++s) {
+            const auto file = c.shard_file(s);
+            for (const auto& t : c.tensors()) {
+                if (t.shard == s) {
+                    file.load(t.name, blobs[k++]);
+                }
+            }
+        }
+        benchmark::DoNotOptimize(blobs.data());
+    };
+    load();
+    paired_with_pread(state, load);
+}
+
+// The limit alone.
+void BM_parallel_pread(benchmark::State& state) {
+    const checkpoint::LoadOptions defaults;
+    ParallelPread limit(stored_checkpoint(), defaults.chunk_bytes);
+    for (auto _ : state) {
+        if (!limit(parallel::max_threads())) {
+            state.SkipWithError("pread failed");
+            break;
+        }
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(limit.bytes()));
+}
+
+// Pairs of each load and the limit: fewer for the slow rows of the full size.
+int iterations(int full) {
+    return full_size() ? full : 10;
+}
+
+}  // namespace
+
+BENCHMARK(BM_parallel_pread)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(iterations(10));
+BENCHMARK(BM_arena_host_load)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(iterations(11));
+BENCHMARK(BM_arena_host_load_fresh)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(iterations(3));
+BENCHMARK(BM_tensor_by_tensor)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(iterations(7));
+
+// The console output, then each load as a fraction of the pread limit.
+class SummaryReporter : public benchmark::ConsoleReporter {
+public:
+    void ReportRuns(const std::vector<Run>& runs) override {
+        for (const auto& run : runs) {
+            if (const auto it = run.counters.find("ratio_to_pread"); it != run.counters.end()) {
+                const auto same = run.counters.find("ratio_to_pread_same_memory");
+                ratios_.push_back(
+                    {run.benchmark_name(), it->second.value, same != run.counters.end() ? same->second.value : -1.0});
+            }
+        }
+        ConsoleReporter::ReportRuns(runs);
+    }
+    void Finalize() override {
+        ConsoleReporter::Finalize();
+        const auto& c = stored_checkpoint();
+        std::printf(
+            "\ncheckpoint: %.2f GiB, %zu tensors, %zu shards, %u threads; loads as a fraction of a parallel\n"
+            "pread of the same bytes into touched memory (median of pairs, same run):\n",
+            static_cast<double>(c.total_size()) / double(1 << 30), c.tensors().size(), c.shards().size(),
+            parallel::max_threads());
+        for (const auto& [name, ratio, same] : ratios_) {
+            std::printf("  %-52s %.3f", name.c_str(), ratio);
+            if (same >= 0) {
+                std::printf("  (%.3f of a pread into its own memory)", same);
+            }
+            std::printf("\n");
+        }
+    }
+
+private:
+    struct Row {
+        std::string name;
+        double to_pread;
+        double to_same_memory;  // negative: not measured
+    };
+    std::vector<Row> ratios_;
+};
+
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+        return 1;
+    }
+    int status = 0;
+    try {
+        SummaryReporter reporter;
+        benchmark::RunSpecifiedBenchmarks(&reporter);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
+        status = 1;
+    }
+    benchmark::Shutdown();
+    std::error_code ec;
+    fs::remove_all(bench_dir(), ec);
+    return status;
+}

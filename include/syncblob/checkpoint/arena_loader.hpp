@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// `CheckpointArena`: a checkpoint's tensors as the blobs of one `ParameterArena`, loaded by
+/// streaming the shards through large chunks, I/O first and objects last.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../arena.hpp"
+#include "../core/error.hpp"
+#include "../core/thread_pool.hpp"
+#include "../io/checkpoint.hpp"
+#include "../io/detail/name_index.hpp"
+#include "../memory/detail/stream_order.hpp"
+#include "detail/device_load.hpp"
+#include "detail/plan.hpp"
+#include "detail/read_chunk.hpp"
+#include "device_convert.hpp"
+#include "options.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace checkpoint {
+
+/// The tensors of a checkpoint (or the named ones) as the blobs of one sealed `ParameterArena`:
+/// one allocation per buffer and side, slices in the order of the tensors (the checkpoint's order,
+/// shard by shard, or the order of the names given). A tensor `<name>.__diff__` goes to the diff of
+/// blob `<name>`. `load` fills them from a checkpoint whose tensors have these names and shapes.
+template <Element T, SyncedAllocator A = HostOnly>
+class CheckpointArena {
+    [[nodiscard]] auto name_at() const {
+        return [this](std::size_t i) -> std::string_view { return names_[i]; };
+    }
+
+public:
+    using arena_type = ParameterArena<T, A>;
+    using blob_type = Blob<T, A>;
+    using device_backend = typename A::device_backend;
+    using stream_type = typename device_backend::stream_type;
+
+    /// Lays out `names` (every tensor but the diffs when empty) on `stream` and seals the arena
+    /// (zero-filled). \throws FormatError (a name not in the checkpoint, a diff's name, a name given
+    /// twice, more than `max_bytes` of the checkpoint's options), std::bad_alloc.
+    explicit CheckpointArena(const io::Checkpoint& ckpt, std::span<const std::string> names = {},
+                             stream_type stream = device_backend::default_stream()) {
+        std::uint64_t bytes = 0;
+        for (const auto& t : ckpt.tensors()) {
+            if (names.empty() && !io::Checkpoint::is_diff(t.name)) {
+                names_.push_back(t.name);
+            }
+        }
+        for (const auto& name : names) {
+            const auto& t = ckpt.at(name);
+            if (io::Checkpoint::is_diff(t.name)) {
+                io::throw_format_error(source(ckpt), "tensor \"" + name + "\"",
+                                       "a diff loads into its blob's diff, not as a blob of its own");
+            }
+            names_.push_back(name);
+        }
+        if (const std::size_t d = index_.build(names_.size(), name_at()); d != io::detail::NameIndex::npos) {
+            io::throw_format_error(source(ckpt), "tensor \"" + names_[d] + "\"", "named twice");
+        }
+        arena_.set_stream(stream);
+        for (const auto& name : names_) {
+            const auto& t = ckpt.at(name);
+            bytes += t.count * sizeof(T) * (ckpt.diff_of(t) != nullptr ? 2 : 1);
+            arena_.add(t.shape);
+        }
+        if (bytes > ckpt.options().max_bytes) {
+            io::throw_format_error(source(ckpt), "tensors",
+                                   "the arena needs " + std::to_string(bytes) + " bytes, more than the limit of " +
+                                       std::to_string(ckpt.options().max_bytes) + " (LoadOptions::max_bytes)");
+        }
+        arena_.seal();
+    }
+
+    [[nodiscard]] arena_type& arena() noexcept { return arena_; }
+    [[nodiscard]] const arena_type& arena() const noexcept { return arena_; }
+    /// The blobs' names, in the arena's order.
+    [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
+    [[nodiscard]] bool contains(std::string_view name) const { return index_.find(name, name_at()) != npos; }
+    /// The blob named `name`. \throws IndexError when the arena has none.
+    [[nodiscard]] blob_type& operator[](std::string_view name) { return arena_[position(name)]; }
+    [[nodiscard]] const blob_type& operator[](std::string_view name) const { return arena_[position(name)]; }
+
+    /// Streams the tensors of `ckpt` into the blobs (and the diffs it holds into their diffs); see
+    /// docs/checkpoints.md. A device load (the default where the arena has a device) reads on
+    /// `options.threads` threads into pinned staging blocks and issues one copy per chunk on
+    /// `copy_stream` (default: the arena's stream) as each chunk is read; the blobs are at_device
+    /// when it returns, their streams made to wait for the copies (so reading a blob, on the host
+    /// or on the device, waits for its bytes; the host does not wait here). A host load reads
+    /// straight into the host side; the blobs are at_host.
+    /// \throws before anything is written: FormatError (a blob's tensor missing, a dtype other than
+    /// T without `options.convert`), ShapeError (a tensor of another shape), StateError (an arena
+    /// blob replaced or reshaped). While streaming: FormatError (a value the conversion refuses, a
+    /// shard cut short), IOError, and what `progress` throws; the blobs' values are then
+    /// unspecified (the copies issued stay ordered before any use of the blobs).
+    LoadReport load(const io::Checkpoint& ckpt, const LoadOptions& options = {}) {
+        return load(ckpt, options, arena_.stream());
+    }
+    LoadReport load(const io::Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream);
+
+private:
+    static constexpr std::size_t npos = io::detail::NameIndex::npos;
+
+    [[nodiscard]] static std::string source(const io::Checkpoint& ckpt) {
+        return ckpt.index_file().empty() ? ckpt.shards().at(0).path.string() : ckpt.index_file().string();
+    }
+    [[nodiscard]] std::size_t position(std::string_view name) const {
+        const std::size_t i = index_.find(name, name_at());
+        if (i == npos) {
+            throw IndexError("CheckpointArena: no blob \"" + std::string(name) + "\" (" +
+                             std::to_string(names_.size()) + " blobs)");
+        }
+        return i;
+    }
+
+    // The plan's tensors of the data (`diff` false) or of the diffs, checked against the blobs.
+    std::vector<detail::ckpt::PlanTensor> targets(const io::Checkpoint& ckpt, const LoadOptions& options, bool diff,
+                                                  bool on_device) const;
+    LoadReport load_host(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan, const LoadOptions& options,
+                         unsigned threads);
+    LoadReport load_device(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan, const LoadOptions& options,
+                           unsigned threads, std::size_t block_bytes, stream_type copy_stream);
+
+    arena_type arena_;
+    std::vector<std::string> names_;
+    io::detail::NameIndex index_;
+};
+
+template <Element T, SyncedAllocator A>
+std::vector<detail::ckpt::PlanTensor> CheckpointArena<T, A>::targets(const io::Checkpoint& ckpt,
+                                                                     const LoadOptions& options, bool diff,
+                                                                     bool on_device) const {
+    std::vector<detail::ckpt::PlanTensor> out;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+        const io::CheckpointTensor* t = ckpt.find(names_[i]);
+        if (t == nullptr || io::Checkpoint::is_diff(names_[i])) {
+            io::throw_format_error(source(ckpt), "tensor \"" + names_[i] + "\"",
+                                   "not in the checkpoint (the arena's blob " + std::to_string(i) + " needs it)");
+        }
+        if (t->shape != arena_[i].shape()) {
+            throw ShapeError("CheckpointArena::load: " + source(ckpt) + " holds \"" + t->name + "\" of shape " +
+                             t->shape.to_string() + ", the arena's blob has " + arena_[i].shape_string());
+        }
+        if (t->dtype != dtype_of<T> && !options.convert) {
+            io::throw_format_error(ckpt.shards()[t->shard].path.string(), "tensor \"" + t->name + "\": dtype",
+                                   "the file holds " + std::string(dtype_name(t->dtype)) + ", the arena " +
+                                       std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
+        }
+        if (diff && (t = ckpt.diff_of(*t)) == nullptr) {
+            continue;
+        }
+        const bool raw = on_device && t->dtype != dtype_of<T> && t->dtype != Dtype::BOOL && always_exact<T>(t->dtype);
+        out.push_back({static_cast<std::size_t>(t - ckpt.tensors().data()), arena_.slice(i).offset, t->count,
+                       dtype_size(t->dtype), raw});
+    }
+    return out;
+}
+
+template <Element T, SyncedAllocator A>
+LoadReport CheckpointArena<T, A>::load(const io::Checkpoint& ckpt, const LoadOptions& options,
+                                       stream_type copy_stream) {
+    const auto started = std::chrono::steady_clock::now();
+    arena_.check("CheckpointArena::load");
+    const bool on_device = device_backend::has_device && options.target != Target::host;
+    detail::ckpt::Planner planner(sizeof(T), options.chunk_bytes);
+    const auto data = targets(ckpt, options, false, on_device);
+    const auto diffs = targets(ckpt, options, true, on_device);
+    planner.add(data, false);
+    planner.add(diffs, true);
+    const detail::ckpt::Plan plan = planner.finish();
+    const auto threads = static_cast<unsigned>(std::max<std::size_t>(
+        1,
+        std::min<std::size_t>(options.threads == 0 ? parallel::max_threads() : options.threads, plan.chunks.size())));
+    LoadReport report = on_device ? load_device(ckpt, plan, options, threads, planner.limit(), copy_stream)
+                                  : load_host(ckpt, plan, options, threads);
+    report.tensors = data.size() + diffs.size();
+    report.bytes_read = plan.source_bytes;
+    report.chunks = plan.chunks.size();
+    report.threads = threads;
+    report.on_device = on_device;
+    report.seconds = detail::ckpt::seconds_since(started);
+    return report;
+}
+
+template <Element T, SyncedAllocator A>
+LoadReport CheckpointArena<T, A>::load_host(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan,
+                                            const LoadOptions& options, unsigned threads) {
+    std::byte* bases[2] = {nullptr, nullptr};
+    for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_host, the device sides stale
+        auto data = arena_.data_buffer();
+        bases[0] = reinterpret_cast<std::byte*>(data.mutable_host_data_for_overwrite(i, i + 1).data());
+        if (ckpt.diff_of(ckpt.at(names_[i])) != nullptr) {
+            auto diff = arena_.diff_buffer();
+            bases[1] = reinterpret_cast<std::byte*>(diff.mutable_host_data_for_overwrite(i, i + 1).data());
+        }
+    }
+    detail::ckpt::Progress progress(options.progress, plan.source_bytes);
+    detail::ckpt::ChunkQueue queue(plan.chunks.size());
+    const auto rule = options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
+    parallel::run(threads, [&](unsigned) {
+        try {
+            for (std::size_t c = 0; queue.next(c);) {
+                const auto& ch = plan.chunks[c];
+                detail::ckpt::read_image<T>(ckpt, plan, ch, bases[ch.diff ? 1 : 0] + ch.arena_offset, false, rule);
+                progress.add(ch.source_bytes);
+            }
+        } catch (...) {
+            queue.fail();
+            throw;
+        }
+    });
+    return LoadReport{};
+}
+
+template <Element T, SyncedAllocator A>
+LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan,
+                                              const LoadOptions& options, unsigned threads, std::size_t block_bytes,
+                                              stream_type copy_stream) {
+    LoadReport report;
+    if constexpr (device_backend::has_device) {
+        using Load = detail::ckpt::DeviceLoad<T, A>;
+        int device = -1;
+        for (std::size_t i = 0; i < arena_.size() && device < 0; ++i) {
+            device = arena_[i].data_buffer()->device_id();
+        }
+        const DeviceGuard<device_backend> guard(device);  // the arena's blocks and streams are its device's
+        typename Load::Targets targets;
+        std::vector<stream_type> streams;  // the streams the blobs' buffers use
+        const auto use = [&streams](stream_type s) {
+            if (std::find(streams.begin(), streams.end(), s) == streams.end()) {
+                streams.push_back(s);
+            }
+        };
+        for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_device, the host sides stale
+            auto data = arena_.data_buffer();
+            targets.data = reinterpret_cast<std::byte*>(data.mutable_device_data_for_overwrite(i, i + 1));
+            use(arena_[i].data_buffer()->stream());
+            if (ckpt.diff_of(ckpt.at(names_[i])) != nullptr) {
+                auto diff = arena_.diff_buffer();
+                targets.diff = reinterpret_cast<std::byte*>(diff.mutable_device_data_for_overwrite(i, i + 1));
+                use(arena_[i].diff_buffer()->stream());
+            }
+        }
+        for (const stream_type s : streams) {
+            detail::order_after<device_backend>(s, copy_stream);  // the copies overwrite what work on s uses
+        }
+        Load load(ckpt, plan, targets, copy_stream, device,
+                  options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact);
+        detail::ckpt::Progress progress(options.progress, plan.source_bytes);
+        try {
+            load.run(threads, std::max(1u, options.staging_blocks), block_bytes, progress);
+        } catch (...) {
+            for (const stream_type s : streams) {
+                load.order(s);
+            }
+            throw;
+        }
+        for (const stream_type s : streams) {
+            load.order(s);
+        }
+        report.host_to_device_copies = load.copies();
+        report.device_conversions = load.conversions();
+    }
+    return report;
+}
+
+/// A new `CheckpointArena` of `ckpt`'s tensors (or of `names`), loaded with `options`.
+template <Element T, SyncedAllocator A = HostOnly>
+[[nodiscard]] CheckpointArena<T, A> load(const io::Checkpoint& ckpt, const LoadOptions& options = {},
+                                         std::span<const std::string> names = {}) {
+    CheckpointArena<T, A> arena(ckpt, names);
+    (void)arena.load(ckpt, options);
+    return arena;
+}
+
+}  // namespace checkpoint
+
+SYNCBLOB_END_NAMESPACE

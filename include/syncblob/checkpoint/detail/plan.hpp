@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// How a checkpoint load is cut into chunks. The tensors of the arena's data (then of its diff) are
+/// walked in the arena's order and cut, at element boundaries, into pieces; consecutive pieces form
+/// a chunk of at most `chunk_bytes` staging bytes, which one reader reads and one copy moves:
+/// - a *direct* chunk is an image of a run of the arena, `[arena_offset, arena_offset + bytes)`,
+///   padding between slices included: its pieces are read (and, where the dtype differs, converted
+///   on the host) into the staging block where they sit in the arena, so one copy puts them all in
+///   place;
+/// - a *device-converting* chunk holds its pieces' raw bytes, each at a 256-byte boundary of the
+///   staging block; one copy moves them to device staging, and one kernel per piece converts them
+///   into the arena.
+/// Tensors converted on the device never share a chunk with the others.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "../../core/config.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail::ckpt {
+
+/// A tensor to load: where it goes and how it is staged.
+struct PlanTensor {
+    std::size_t tensor = 0;       ///< position in `io::Checkpoint::tensors()`
+    std::size_t dst = 0;          ///< byte offset of its slice in the arena's buffer
+    std::uint64_t count = 0;      ///< elements
+    std::size_t source_item = 0;  ///< bytes of one element in the file
+    bool device_convert = false;  ///< staged raw and converted by a device kernel
+};
+
+/// Elements [first, first + count) of a tensor.
+struct Piece {
+    std::size_t tensor = 0;
+    std::uint64_t first = 0;
+    std::uint64_t count = 0;
+    std::size_t dst = 0;      ///< byte offset in the arena's buffer
+    std::size_t staging = 0;  ///< byte offset in the staging block
+};
+
+/// Pieces [first, end) read together and copied together.
+struct Chunk {
+    bool diff = false;            ///< into the arena's diff buffer (else its data buffer)
+    bool device_convert = false;  ///< raw bytes, converted on the device
+    std::size_t first = 0;
+    std::size_t end = 0;
+    std::size_t arena_offset = 0;    ///< a direct chunk: where its image starts in the arena
+    std::size_t bytes = 0;           ///< staging bytes used: the size of its copy
+    std::uint64_t source_bytes = 0;  ///< bytes it reads from the checkpoint
+};
+
+struct Plan {
+    std::vector<Piece> pieces;
+    std::vector<Chunk> chunks;
+    std::uint64_t source_bytes = 0;
+};
+
+/// Where a device-converting piece starts in its staging block.
+inline constexpr std::size_t staging_alignment = 256;
+
+class Planner {
+public:
+    /// `item` is the arena's element size; chunks hold at most `chunk_bytes` (at least 4096).
+    Planner(std::size_t item, std::size_t chunk_bytes)
+        : item_(item), limit_(std::max<std::size_t>(chunk_bytes, 4096)) {}
+
+    /// Adds the tensors of one of the arena's buffers, in its order.
+    void add(std::span<const PlanTensor> tensors, bool diff) {
+        for (const auto& t : tensors) {
+            for (std::uint64_t e = 0; e < t.count;) {
+                if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff)) {
+                    close();
+                }
+                if (!open_) {
+                    chunk_ = Chunk{diff, t.device_convert, plan_.pieces.size(), 0, t.dst + e * item_, 0, 0};
+                    open_ = true;
+                }
+                const std::uint64_t n = t.device_convert ? stage_raw(t, e) : stage_image(t, e);
+                if (n == 0) {
+                    close();  // no room left in this chunk: the next one takes the piece
+                    continue;
+                }
+                chunk_.source_bytes += n * t.source_item;
+                e += n;
+            }
+        }
+        close();
+    }
+
+    /// The staging bytes a chunk may take.
+    [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
+
+    [[nodiscard]] Plan finish() {
+        close();
+        return std::move(plan_);
+    }
+
+private:
+    // A piece placed where it sits in the arena; returns its elements (0: none fit).
+    std::uint64_t stage_image(const PlanTensor& t, std::uint64_t e) {
+        const std::size_t at = t.dst + static_cast<std::size_t>(e) * item_;
+        const std::size_t end = chunk_.arena_offset + limit_;
+        if (at + item_ > end) {
+            return 0;
+        }
+        const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (end - at) / item_);
+        plan_.pieces.push_back(Piece{t.tensor, e, n, at, at - chunk_.arena_offset});
+        chunk_.bytes = at + static_cast<std::size_t>(n) * item_ - chunk_.arena_offset;
+        return n;
+    }
+
+    // A piece of raw bytes at the next aligned place of the staging block.
+    std::uint64_t stage_raw(const PlanTensor& t, std::uint64_t e) {
+        const std::size_t at = (chunk_.bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
+        if (at + t.source_item > limit_) {
+            return 0;
+        }
+        const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (limit_ - at) / t.source_item);
+        plan_.pieces.push_back(Piece{t.tensor, e, n, t.dst + static_cast<std::size_t>(e) * item_, at});
+        chunk_.bytes = at + static_cast<std::size_t>(n) * t.source_item;
+        return n;
+    }
+
+    void close() {
+        if (open_ && plan_.pieces.size() > chunk_.first) {
+            chunk_.end = plan_.pieces.size();
+            plan_.source_bytes += chunk_.source_bytes;
+            plan_.chunks.push_back(chunk_);
+        }
+        open_ = false;
+    }
+
+    std::size_t item_;
+    std::size_t limit_;
+    Plan plan_;
+    Chunk chunk_;
+    bool open_ = false;
+};
+
+}  // namespace detail::ckpt
+
+SYNCBLOB_END_NAMESPACE

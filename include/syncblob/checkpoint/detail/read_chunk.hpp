@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// What every reader thread of a checkpoint load shares: the chunks it claims, the progress it
+/// reports, reading a chunk's pieces into memory (an image of the arena, or raw bytes), and the
+/// virtual clock of the simulated device (simulated_timeline.hpp), to which it reports its reads.
+
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "../../core/element.hpp"
+#include "../../io/checkpoint.hpp"
+#include "../../memory/simulated_async_device.hpp"
+#include "../../memory/simulated_device.hpp"
+#include "../../memory/simulated_timeline.hpp"
+#include "plan.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace detail::ckpt {
+
+/// Chunks handed to reader threads one at a time, in order, until none is left or one reader failed.
+class ChunkQueue {
+public:
+    explicit ChunkQueue(std::size_t chunks) noexcept : chunks_(chunks) {}
+    /// The next chunk, or false when there is none (or the load failed).
+    bool next(std::size_t& c) noexcept {
+        if (failed_.load(std::memory_order_acquire)) {
+            return false;
+        }
+        c = next_.fetch_add(1, std::memory_order_relaxed);
+        return c < chunks_;
+    }
+    void fail() noexcept { failed_.store(true, std::memory_order_release); }
+
+private:
+    std::size_t chunks_;
+    std::atomic<std::size_t> next_{0};
+    std::atomic<bool> failed_{false};
+};
+
+/// The progress callback, called one call at a time with a growing count.
+class Progress {
+public:
+    Progress(const std::function<void(std::uint64_t, std::uint64_t)>& callback, std::uint64_t total)
+        : callback_(callback), total_(total) {}
+    void add(std::uint64_t bytes) {
+        std::lock_guard lock(mutex_);
+        done_ += bytes;
+        if (callback_) {
+            callback_(done_, total_);
+        }
+    }
+    [[nodiscard]] std::uint64_t done() const {
+        std::lock_guard lock(mutex_);
+        return done_;
+    }
+
+private:
+    const std::function<void(std::uint64_t, std::uint64_t)>& callback_;
+    std::uint64_t total_;
+    std::uint64_t done_ = 0;
+    mutable std::mutex mutex_;
+};
+
+/// The simulated device's virtual clock, seen from a load: reads are reported to it as host work,
+/// and reader threads start when the load does. Nothing for other backends.
+template <class Device>
+struct LoadClock {
+    static constexpr bool simulated =
+        std::same_as<Device, SimulatedDevice> || std::same_as<Device, SimulatedAsyncDevice>;
+    static double now() {
+        if constexpr (simulated) {
+            return SimulatedTimeline::now();
+        } else {
+            return 0;
+        }
+    }
+    static void advance_to([[maybe_unused]] double t) {
+        if constexpr (simulated) {
+            SimulatedTimeline::advance_to(t);
+        }
+    }
+    static void read([[maybe_unused]] std::size_t chunk, [[maybe_unused]] std::uint64_t bytes,
+                     [[maybe_unused]] double seconds) {
+        if constexpr (simulated) {
+            SimulatedTimeline::host_work("read chunk " + std::to_string(chunk), bytes, seconds);
+        }
+    }
+};
+
+/// Reads the pieces of direct chunk `c` into `image`, an image of the arena from the chunk's first
+/// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
+/// `zero_gaps`, the padding between them is zeroed.
+template <Element T>
+void read_image(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
+                io::detail::ConvertRule rule) {
+    std::size_t at = 0;
+    for (std::size_t p = c.first; p < c.end; ++p) {
+        const Piece& piece = plan.pieces[p];
+        if (zero_gaps && piece.staging > at) {
+            std::memset(image + at, 0, piece.staging - at);
+        }
+        const io::CheckpointTensor& t = ckpt.tensors()[piece.tensor];
+        const std::size_t bytes = static_cast<std::size_t>(piece.count) * sizeof(T);
+        // The file's bytes are T's as they are (no byte swap, no bool to normalise): one plain read,
+        // which, unlike read_elements, does not advise huge pages on memory the arena already touched.
+        constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
+        if (as_is && t.dtype == dtype_of<T>) {
+            ckpt.read_bytes(t, piece.first * sizeof(T), image + piece.staging, bytes);
+        } else {
+            ckpt.read_elements<T>(t, piece.first, piece.count, reinterpret_cast<T*>(image + piece.staging), rule);
+        }
+        at = piece.staging + bytes;
+    }
+}
+
+/// Reads the raw bytes of the pieces of device-converting chunk `c` into `staging`.
+inline void read_raw(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* staging) {
+    for (std::size_t p = c.first; p < c.end; ++p) {
+        const Piece& piece = plan.pieces[p];
+        const auto& t = ckpt.tensors()[piece.tensor];
+        const std::size_t item = dtype_size(t.dtype);
+        ckpt.read_bytes(t, piece.first * item, staging + piece.staging, static_cast<std::size_t>(piece.count) * item);
+    }
+}
+
+/// Seconds since `start`.
+[[nodiscard]] inline double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace detail::ckpt
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// A non-blocking ring all-reduce of host memory over MPI's point-to-point messages, for what MPI's
+/// own collectives do slowly or cannot do: averaging (MPI has no mean), and non-blocking reductions
+/// of large buffers (Open MPI 4.1's MPI_Iallreduce reduces an MPI_IN_PLACE buffer, or any buffer on
+/// fewer than 4 ranks, through one rank and back: 0.5–0.9 of the blocking call).
+///
+/// The buffer is reduced in consecutive pieces, a few at a time. Each piece is cut into one chunk
+/// per rank; in ranks − 1 steps each rank sends a chunk to the next rank and adds the chunk it
+/// receives from the previous one into its own (reduce-scatter), after which rank r holds chunk
+/// r + 1 summed over every rank; in ranks − 1 more steps the summed chunks go round (all-gather).
+/// For a mean, the last addition of each chunk also divides it by the number of ranks: the quotient
+/// costs no pass of its own. Every element is summed once, on one rank, and copied to the others: every
+/// rank ends with the same bits.
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "mpi_call.hpp"
+#include "mpi_wait.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace mpi::detail {
+
+/// `a[i] = a[i] + b[i]`, or with `ranks` given, `(a[i] + b[i]) / ranks` rounded once: a power of two
+/// multiplies by its reciprocal, which is exact, so the result is the same bits as the division.
+template <MpiElement T>
+void add_into(T* __restrict a, const T* __restrict b, std::size_t n, int ranks = 0) {
+    if (ranks == 0) {
+        for (std::size_t i = 0; i < n; ++i) {
+            a[i] += b[i];
+        }
+    } else if ((ranks & (ranks - 1)) == 0) {
+        const T reciprocal = T(1) / static_cast<T>(ranks);
+        for (std::size_t i = 0; i < n; ++i) {
+            a[i] = (a[i] + b[i]) * reciprocal;
+        }
+    } else {
+        const T d = static_cast<T>(ranks);
+        for (std::size_t i = 0; i < n; ++i) {
+            a[i] = (a[i] + b[i]) / d;
+        }
+    }
+}
+
+/// The ring all-reduce of the runs `add` queues, on `comm` (syncblob's private communicator: see
+/// mpi_private_comm.hpp). Move-only. A handle destroyed with messages in flight leaves them, and
+/// the scratch memory they use, to the Graveyard.
+template <MpiElement T>
+class RingAllreduce {
+public:
+    /// Pieces of consecutive runs of `piece` elements (each split again at `max_count`), at most
+    /// `in_flight` of them at a time; `mean`: divide by the number of ranks.
+    RingAllreduce(MPI_Comm comm, bool mean, std::size_t piece, std::size_t in_flight, std::string_view op)
+        : comm_(comm), mean_(mean), piece_(std::max<std::size_t>(piece, 1)), op_(op) {
+        check(MPI_Comm_size(comm, &ranks_), op, "MPI_Comm_size");
+        check(MPI_Comm_rank(comm, &rank_), op, "MPI_Comm_rank");
+        slots_.resize(std::max<std::size_t>(in_flight, 1));
+        requests_.assign(2 * slots_.size(), MPI_REQUEST_NULL);
+    }
+    RingAllreduce(const RingAllreduce&) = delete;
+    RingAllreduce& operator=(const RingAllreduce&) = delete;
+    RingAllreduce(RingAllreduce&& other) noexcept { *this = std::move(other); }
+    RingAllreduce& operator=(RingAllreduce&& other) noexcept {
+        if (this != &other) {
+            leave_to_graveyard();
+            comm_ = other.comm_;
+            ranks_ = other.ranks_;
+            rank_ = other.rank_;
+            mean_ = other.mean_;
+            piece_ = other.piece_;
+            op_ = other.op_;
+            pieces_ = std::exchange(other.pieces_, {});
+            slots_ = std::exchange(other.slots_, {});
+            requests_ = std::exchange(other.requests_, {});
+            next_ = std::exchange(other.next_, 0);
+            finished_ = std::exchange(other.finished_, 0);
+        }
+        return *this;
+    }
+    ~RingAllreduce() { leave_to_graveyard(); }
+
+    /// Queues [p, p + n) and starts what the window allows; returns the number of pieces (each
+    /// one all-reduce). \throws CommError.
+    std::uint64_t add(T* p, std::size_t n) {
+        std::uint64_t count = 0;
+        for (std::size_t first = 0; first < n; first += piece_) {
+            count += in_pieces(std::min(piece_, n - first), [&](std::size_t offset, int m) {
+                pieces_.push_back({p + first + offset, static_cast<std::size_t>(m)});
+            });
+        }
+        fill_slots();
+        return count;
+    }
+
+    /// Every queued piece is reduced.
+    [[nodiscard]] bool done() const noexcept { return finished_ == pieces_.size(); }
+
+    /// Lets the messages progress without blocking; true when every queued piece is reduced.
+    bool test() {
+        progress(false);
+        return done();
+    }
+
+    /// Reduces every queued piece: without a deadline in MPI_Waitsome; with one, testing until it
+    /// passes, when the messages in flight, their scratch memory and what `keep()` returns are given
+    /// up (give_up: `user_comm` is marked, TimeoutError names `what`).
+    template <class Keep>
+    void wait(MPI_Comm user_comm, const Deadline& deadline, std::string_view what, Keep keep) {
+        while (!done()) {
+            if (progress(!deadline.bounded())) {
+                continue;
+            }
+            if (deadline.passed()) {
+                std::vector<std::shared_ptr<void>> memory;
+                try {
+                    memory = keep();
+                } catch (...) {  // the requests are kept all the same
+                }
+                auto requests = take_in_flight(memory);
+                give_up(requests, std::move(memory), user_comm, deadline, op_, "MPI_Isend/MPI_Irecv", what);
+            }
+            std::this_thread::yield();  // Open MPI moves the messages only inside MPI calls: test again soon
+        }
+    }
+
+private:
+    struct Piece {
+        T* p = nullptr;
+        std::size_t n = 0;
+    };
+    struct Slot {
+        std::size_t piece = 0;
+        int step = -1;  // -1: free
+        std::shared_ptr<T[]> scratch;
+        std::size_t scratch_size = 0;
+    };
+    // Distinct among the pieces in flight (at most slots_.size() apart), and within MPI_TAG_UB's least value.
+    static constexpr std::size_t tag_period = 32768;
+
+    [[nodiscard]] std::size_t lo(const Piece& piece, int chunk) const noexcept {
+        return piece.n * static_cast<std::size_t>(chunk) / static_cast<std::size_t>(ranks_);
+    }
+    [[nodiscard]] int wrap(int c) const noexcept { return ((c % ranks_) + ranks_) % ranks_; }
+
+    void fill_slots() {
+        for (std::size_t s = 0; s < slots_.size(); ++s) {
+            while (slots_[s].step < 0 && next_ < pieces_.size()) {  // (on one rank a piece is done at once)
+                slots_[s].piece = next_++;
+                slots_[s].step = 0;
+                post(s);
+            }
+        }
+    }
+
+    // Posts the current step of slot `s`, or frees the slot when its piece is done.
+    void post(std::size_t s) {
+        Slot& slot = slots_[s];
+        const Piece& piece = pieces_[slot.piece];
+        const int steps = ranks_ - 1;
+        if (slot.step >= 2 * steps) {
+            slot.step = -1;
+            ++finished_;
+            return;
+        }
+        const bool scatter = slot.step < steps;
+        const int k = scatter ? slot.step : slot.step - steps;
+        const int send = wrap(scatter ? rank_ - k : rank_ + 1 - k);
+        const int receive = wrap(rank_ - k - 1 + (scatter ? 0 : 1));
+        T* into = piece.p + lo(piece, receive);
+        const std::size_t count = lo(piece, receive + 1) - lo(piece, receive);
+        if (scatter) {
+            if (slot.scratch_size < count) {
+                slot.scratch = std::shared_ptr<T[]>(new T[count]);
+                slot.scratch_size = count;
+            }
+            into = slot.scratch.get();
+        }
+        const int tag = static_cast<int>(slot.piece % tag_period);
+        const int previous = wrap(rank_ - 1);
+        const int next = wrap(rank_ + 1);
+        check(MPI_Irecv(into, static_cast<int>(count), datatype<T>(), previous, tag, comm_, &requests_[2 * s]), op_,
+              "MPI_Irecv");
+        check(MPI_Isend(piece.p + lo(piece, send), static_cast<int>(lo(piece, send + 1) - lo(piece, send)),
+                        datatype<T>(), next, tag, comm_, &requests_[2 * s + 1]),
+              op_, "MPI_Isend");
+    }
+
+    // Slot `s`'s messages of this step have both arrived: add what it received (reduce-scatter),
+    // then post the next step.
+    void finish_step(std::size_t s) {
+        Slot& slot = slots_[s];
+        const Piece& piece = pieces_[slot.piece];
+        if (slot.step < ranks_ - 1) {
+            const int chunk = wrap(rank_ - slot.step - 1);
+            const bool last = slot.step == ranks_ - 2;
+            add_into(piece.p + lo(piece, chunk), slot.scratch.get(), lo(piece, chunk + 1) - lo(piece, chunk),
+                     last && mean_ ? ranks_ : 0);
+        }
+        ++slot.step;
+        post(s);
+    }
+
+    // Tests (or, `block`ing, waits for some of) the messages in flight and advances every slot whose
+    // step completed; returns whether any did.
+    bool progress(bool block) {
+        fill_slots();
+        if (done()) {
+            return true;
+        }
+        int count = 0;
+        indices_.resize(requests_.size());
+        const int n = static_cast<int>(requests_.size());
+        if (block) {
+            check(MPI_Waitsome(n, requests_.data(), &count, indices_.data(), MPI_STATUSES_IGNORE), op_, "MPI_Waitsome");
+        } else {
+            check(MPI_Testsome(n, requests_.data(), &count, indices_.data(), MPI_STATUSES_IGNORE), op_, "MPI_Testsome");
+        }
+        if (count == MPI_UNDEFINED || count == 0) {
+            return false;
+        }
+        for (std::size_t s = 0; s < slots_.size(); ++s) {
+            if (slots_[s].step >= 0 && in_flight(s) == 0) {
+                finish_step(s);
+            }
+        }
+        fill_slots();
+        return true;
+    }
+
+    [[nodiscard]] int in_flight(std::size_t s) const noexcept {
+        return (requests_[2 * s] != MPI_REQUEST_NULL ? 1 : 0) + (requests_[2 * s + 1] != MPI_REQUEST_NULL ? 1 : 0);
+    }
+
+    // The requests still in flight, their scratch memory added to `memory`; the slots emptied.
+    std::vector<MPI_Request> take_in_flight(std::vector<std::shared_ptr<void>>& memory) {
+        std::vector<MPI_Request> out;
+        for (std::size_t s = 0; s < slots_.size(); ++s) {
+            if (in_flight(s) != 0) {
+                memory.push_back(slots_[s].scratch);
+            }
+            slots_[s] = Slot{};
+        }
+        for (MPI_Request& r : requests_) {
+            if (r != MPI_REQUEST_NULL) {
+                out.push_back(std::exchange(r, MPI_REQUEST_NULL));
+            }
+        }
+        finished_ = pieces_.size();
+        next_ = pieces_.size();
+        return out;
+    }
+
+    // A handle dropped with messages in flight (a failed MPI call): they may still complete.
+    void leave_to_graveyard() noexcept {
+        try {
+            std::vector<std::shared_ptr<void>> memory;
+            auto requests = take_in_flight(memory);
+            if (!requests.empty()) {
+                Graveyard::add({std::move(requests), std::move(memory)});
+            }
+        } catch (...) {  // out of memory: nothing better to do
+        }
+    }
+
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int ranks_ = 1;
+    int rank_ = 0;
+    bool mean_ = false;
+    std::size_t piece_ = 1;
+    std::string_view op_;
+    std::vector<Piece> pieces_;
+    std::vector<Slot> slots_;
+    std::vector<MPI_Request> requests_;  // two per slot: the receive, then the send
+    std::vector<int> indices_;
+    std::size_t next_ = 0;      // the next piece to start
+    std::size_t finished_ = 0;  // pieces reduced
+};
+
+}  // namespace mpi::detail
+
+SYNCBLOB_END_NAMESPACE

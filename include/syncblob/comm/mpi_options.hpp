@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// What every MPI call of `syncblob/comm/mpi.hpp` takes and shares: `mpi::Options`, whether the MPI
+/// library is taken as device-aware, and the operations given up on at a timeout.
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+
+#include "../core/config.hpp"
+#include "detail/mpi_call.hpp"
+#include "detail/mpi_wait.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace mpi {
+
+/// Choices for a call.
+struct Options {
+    /// Let MPI read and write device memory directly (a CUDA-aware MPI). Unset: detected once, see
+    /// device_aware(). Set it to true only if the MPI library really is device-aware.
+    std::optional<bool> device_aware{};
+    /// The arena is reduced in consecutive pieces of this many bytes (whole elements; 0: pieces of
+    /// `INT_MAX` elements): `allreduce_diff` makes one MPI_Allreduce per piece for a sum, and the
+    /// ring all-reduce (a mean, and the bucketed form) reduces a few pieces at a time. Pieces of a
+    /// few MiB keep Open MPI's shared-memory transport in cache: on 2 ranks here a 256 MiB arena
+    /// reduces 2.5–3× faster in 4 MiB pieces than in one call (see docs/scaling-out.md). Every rank
+    /// must pass the same value (checked with the arena).
+    std::size_t piece_bytes = std::size_t{4} << 20;
+    /// How long a call waits for the other ranks before it gives up with TimeoutError: unset, as long
+    /// as MPI's blocking calls do. Set, the agreement and the collectives are MPI's non-blocking
+    /// ones, tested in a loop until they complete or the time has passed (from the start of the
+    /// call; for a BucketedAllreduce, of its construction, of `wait()` and of its destruction).
+    /// What a timeout leaves behind: docs/scaling-out.md. Ranks may wait for different times, but
+    /// `allreduce_diff` and `broadcast_data` need it set on every rank or on none (a blocking and a
+    /// non-blocking collective never match): otherwise every rank throws the same StateError.
+    std::optional<std::chrono::milliseconds> timeout{};
+};
+
+/// Pieces of the ring all-reduce (`Options::piece_bytes` each) in flight at a time, in a mean and in
+/// the bucketed all-reduce: chosen from measurement (docs/scaling-out.md).
+inline constexpr std::size_t ring_pieces_in_flight = 4;
+
+/// Operations of this process given up on at a timeout that MPI has not completed yet (it
+/// completes them if the missing ranks join later; until then syncblob keeps the memory they use).
+/// Tests each of them first, letting MPI progress.
+inline std::size_t abandoned_operations() noexcept {
+    return detail::Graveyard::reap();
+}
+
+/// Whether the MPI library is taken as device-aware when `Options` does not say: the environment
+/// variable `SYNCBLOB_MPI_DEVICE_AWARE` (`1` or `0`) if set, else Open MPI's
+/// `MPIX_Query_cuda_support()`, else false. Decided at the first call (after MPI_Init).
+inline bool device_aware() {
+    static const bool aware = detail::detect_device_aware();
+    return aware;
+}
+
+}  // namespace mpi
+
+SYNCBLOB_END_NAMESPACE

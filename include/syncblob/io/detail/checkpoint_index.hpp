@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// The index of a sharded safetensors checkpoint (`model.safetensors.index.json`, Hugging Face's
+/// layout): `{"metadata": {"total_size": N, ...}, "weight_map": {tensor name: shard file}}`. Read
+/// with the streaming JSON reader (other members and other metadata are skipped), written with its
+/// keys sorted and indented by two spaces, as `transformers` writes it. Shard file names follow
+/// `<prefix>-00001-of-00004.safetensors`.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "format_error.hpp"
+#include "json_input.hpp"
+#include "json_reader.hpp"
+#include "safetensors_format.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace io::detail {
+
+/// One entry of `weight_map`.
+struct WeightMapEntry {
+    std::string tensor;
+    std::string shard;
+};
+
+/// What an index says.
+struct CheckpointIndex {
+    std::optional<std::uint64_t> total_size;  ///< `metadata.total_size`, when present
+    std::vector<WeightMapEntry> weight_map;   ///< in the order of the file
+};
+
+/// Builds a CheckpointIndex from the JSON reader's events.
+class CheckpointIndexHandler {
+public:
+    CheckpointIndexHandler(std::string_view source, CheckpointIndex& out) : source_(source), out_(out) {}
+
+    void begin_object(std::uint64_t) { open(true); }
+    void begin_array(std::uint64_t) { open(false); }
+    void end_object() { close(); }
+    void end_array() { close(); }
+
+    void key(std::string_view key, std::uint64_t) {
+        if (depth_ == 1) {
+            member_.assign(key);
+        } else if (depth_ == 2) {
+            field_.assign(key);
+        }
+    }
+
+    void scalar(const json_stream::Scalar& s) {
+        if (depth_ == 0) {
+            fail("index", std::string("expected a JSON object, found ") + s.type_name());
+        }
+        if (depth_ == 1) {
+            require_object(s.type_name());
+            return;  // another member: skipped
+        }
+        if (depth_ != 2) {
+            return;
+        }
+        if (section_ == Section::weight_map) {
+            if (s.kind != json_stream::ScalarKind::string) {
+                fail("weight_map: tensor \"" + field_ + "\"",
+                     "expected the file name of a shard, found " + s.describe());
+            }
+            check_shard_name(s.text);
+            out_.weight_map.push_back({field_, std::string(s.text)});
+        } else if (section_ == Section::metadata && field_ == "total_size") {
+            if (s.kind != json_stream::ScalarKind::unsigned_integer) {
+                fail("metadata: total_size", "expected a non-negative integer, found " + s.describe());
+            }
+            out_.total_size = s.unsigned_integer;
+        }
+    }
+
+    /// After the reader: the index must have had a weight_map.
+    void finish() const {
+        if (!seen_weight_map_) {
+            fail("index", "no \"weight_map\" object (the map from tensor names to shard files)");
+        }
+    }
+
+private:
+    enum class Section : std::uint8_t { none, metadata, weight_map };
+
+    [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+        io::throw_format_error(source_, where, what);
+    }
+
+    void require_object(const char* found) const {
+        if (member_ == "metadata" || member_ == "weight_map") {
+            fail(member_, std::string("expected an object, found ") + found);
+        }
+    }
+
+    void open(bool object) {
+        if (depth_ == 0 && !object) {
+            fail("index", "expected a JSON object, found array");
+        }
+        if (depth_ == 1) {
+            if (!object) {
+                require_object("array");
+            }
+            section_ = member_ == "metadata"     ? Section::metadata
+                       : member_ == "weight_map" ? Section::weight_map
+                                                 : Section::none;
+            if (section_ == Section::weight_map && std::exchange(seen_weight_map_, true)) {
+                fail("weight_map", "the index has two weight_map members");
+            }
+        } else if (depth_ == 2 && section_ == Section::weight_map) {
+            fail("weight_map: tensor \"" + field_ + "\"",
+                 std::string("expected the file name of a shard, found ") + (object ? "object" : "array"));
+        } else if (depth_ == 2 && section_ == Section::metadata && field_ == "total_size") {
+            fail("metadata: total_size",
+                 std::string("expected a non-negative integer, found ") + (object ? "object" : "array"));
+        }
+        ++depth_;
+    }
+
+    void close() {
+        if (--depth_ == 1) {
+            section_ = Section::none;
+        }
+    }
+
+    // A shard is a file in the index's folder: no folder part, not "." or "..".
+    void check_shard_name(std::string_view name) const {
+        if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
+            name.find('\0') != std::string_view::npos) {
+            fail("weight_map: tensor \"" + field_ + "\"",
+                 "shard \"" + std::string(name) + "\" is not a file name in the index's folder");
+        }
+    }
+
+    std::string_view source_;
+    CheckpointIndex& out_;
+    int depth_ = 0;
+    Section section_ = Section::none;
+    bool seen_weight_map_ = false;
+    std::string member_;  // the current member of the root
+    std::string field_;   // the current key inside it
+};
+
+/// Parses the text of an index; `source` names it in errors.
+[[nodiscard]] inline CheckpointIndex parse_checkpoint_index(std::string_view text, std::string_view source) {
+    CheckpointIndex index;
+    CheckpointIndexHandler handler(source, index);
+    json_stream::TextInput in(text);
+    json_stream::read_json(in, handler, json_stream::JsonLimits{}, source);
+    handler.finish();
+    return index;
+}
+
+/// The index's text for `entries` sorted by tensor name: metadata.total_size, then weight_map.
+[[nodiscard]] inline std::string checkpoint_index_text(std::uint64_t total_size,
+                                                       const std::vector<WeightMapEntry>& sorted) {
+    std::string out("{\n  \"metadata\": {\n    \"total_size\": ");
+    out.append(std::to_string(total_size)).append("\n  },\n  \"weight_map\": {");
+    bool first = true;
+    for (const auto& e : sorted) {
+        out.append(first ? "\n    " : ",\n    ").append(json_quote(e.tensor, "tensor name"));
+        out.append(": ").append(json_quote(e.shard, "shard name"));
+        first = false;
+    }
+    out.append(first ? "}\n}\n" : "\n  }\n}\n");
+    return out;
+}
+
+/// "<prefix>-00002-of-00005.safetensors" (at least five digits each, as `transformers` names them).
+[[nodiscard]] inline std::string shard_file_name(std::string_view prefix, std::size_t k, std::size_t n) {
+    char numbers[64];
+    std::snprintf(numbers, sizeof numbers, "-%05zu-of-%05zu.safetensors", k, n);
+    return std::string(prefix) + numbers;
+}
+
+/// For a name "<stem>-KKKKK-of-NNNNN.safetensors": {stem, K, N}; nothing for any other name.
+struct ShardNumber {
+    std::string stem;
+    std::size_t k = 0;
+    std::size_t n = 0;
+};
+[[nodiscard]] inline std::optional<ShardNumber> shard_number(std::string_view name) {
+    constexpr std::string_view ext = ".safetensors";
+    if (!name.ends_with(ext)) {
+        return std::nullopt;
+    }
+    name.remove_suffix(ext.size());
+    const auto digits = [](std::string_view s, std::size_t& v) {
+        if (s.size() < 5 || s.size() > 9) {
+            return false;
+        }
+        v = 0;
+        for (const char c : s) {
+            if (c < '0' || c > '9') {
+                return false;
+            }
+            v = v * 10 + static_cast<std::size_t>(c - '0');
+        }
+        return true;
+    };
+    const std::size_t of = name.rfind("-of-");
+    const std::size_t dash = of == std::string_view::npos ? of : name.rfind('-', of == 0 ? 0 : of - 1);
+    ShardNumber out;
+    if (of == std::string_view::npos || dash == std::string_view::npos || dash >= of ||
+        !digits(name.substr(dash + 1, of - dash - 1), out.k) || !digits(name.substr(of + 4), out.n) || out.k == 0 ||
+        out.k > out.n) {
+        return std::nullopt;
+    }
+    out.stem = std::string(name.substr(0, dash));
+    return out;
+}
+
+}  // namespace io::detail
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// Writing safetensors files: `SafetensorsWriter` collects named blobs (and raw tensors) and saves
+/// them as one file, byte for byte as the format's reference implementation writes them (tensors
+/// sorted by its dtype enum, descending, then by name; metadata keys sorted). Names are checked
+/// as they are added, each in constant time: a name already taken, "__metadata__", a name that
+/// ends in `diff_suffix` (reserved for the diffs `add(name, blob, true)` writes) and a name that
+/// is not valid UTF-8 are refused. Needs the `syncblob::json` target (nlohmann/json).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../blob.hpp"
+#include "detail/name_index.hpp"
+#include "detail/safetensors_format.hpp"
+#include "detail/safetensors_header.hpp"
+#include "file.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace io {
+
+/// The suffix that names the tensor holding a blob's diff: "conv1.weight" → "conv1.weight.__diff__".
+inline constexpr std::string_view diff_suffix = ".__diff__";
+
+/// String metadata of a safetensors file (`__metadata__`); written with its keys sorted.
+using Metadata = std::map<std::string, std::string>;
+
+/// Collects named blobs, then saves them as one safetensors file. The blobs are read when added
+/// (synchronised to the host then) and must stay alive and unchanged until `save` returns.
+class SafetensorsWriter {
+    struct Pending {
+        detail::SafetensorsEntry entry;
+        std::span<const std::byte> bytes;
+    };
+
+    [[nodiscard]] auto name_at() const {
+        return [this](std::size_t i) -> std::string_view { return entries_[i].entry.name; };
+    }
+
+public:
+    /// Adds the blob's data as `name` and, with `with_diff`, its diff as `name + diff_suffix`: both
+    /// or neither. \throws FormatError when a name is already taken, is "__metadata__", ends in
+    /// `diff_suffix` (reserved for diffs) or is not valid UTF-8 (nothing is added then).
+    template <Element T, SyncedAllocator A>
+    void add(std::string name, const Blob<T, A>& blob, bool with_diff = false) {
+        std::vector<std::int64_t> shape = blob.has_shape()
+                                              ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
+                                              : std::vector<std::int64_t>{0};
+        check_name(name);
+        if (!with_diff) {
+            const auto data = std::as_bytes(blob.host_data());
+            make_room(1);
+            push(std::move(name), dtype_of<T>, std::move(shape), data);
+            return;
+        }
+        std::string diff_name = name + std::string(diff_suffix);
+        check_free(diff_name);
+        const auto data = std::as_bytes(blob.host_data());
+        const auto diff = std::as_bytes(blob.host_diff());
+        make_room(2);  // neither push below can throw now
+        push(std::move(name), dtype_of<T>, shape, data);
+        push(std::move(diff_name), dtype_of<T>, std::move(shape), diff);
+    }
+
+    /// Adds raw little-endian bytes as a tensor (`bytes` must outlive `save`). \throws FormatError
+    /// when the name is refused (as by `add`), the shape is not one (a negative extent, more than
+    /// 32 axes, a count that overflows), or `bytes` is not the size the shape and dtype need.
+    void add_bytes(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
+        check_name(name);
+        if (auto problem = syncblob::detail::extents_problem(shape)) {
+            throw_format_error("safetensors", "tensor \"" + name + "\": shape", *problem);
+        }
+        const auto count = static_cast<std::uint64_t>(syncblob::detail::count_of(shape));
+        if (count > std::numeric_limits<std::uint64_t>::max() / dtype_size(dtype) ||
+            count * dtype_size(dtype) != bytes.size()) {
+            throw_format_error("safetensors", "tensor \"" + name + "\"",
+                               std::to_string(bytes.size()) + " bytes given, shape " +
+                                   detail::safetensors_shape_text(shape) + " of " + std::string(dtype_name(dtype)) +
+                                   " needs " + std::to_string(count * dtype_size(dtype)));
+        }
+        make_room(1);
+        push(std::move(name), dtype, std::move(shape), bytes);
+    }
+
+    /// The string metadata written as `__metadata__`.
+    Metadata& metadata() noexcept { return metadata_; }
+
+    /// The whole header (length, JSON, padding) for the tensors added so far.
+    [[nodiscard]] std::string header() {
+        order();
+        const std::string json = detail::safetensors_header(entries(), metadata_);
+        std::string out(8, '\0');
+        for (std::size_t i = 0; i < 8; ++i) {
+            out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+        }
+        return out + json;
+    }
+
+    /// Writes the file atomically (see `save_atomic`). `progress`, when given, is called after each
+    /// tensor's bytes are written with (bytes written so far, bytes of the whole file).
+    /// \throws IOError, FormatError, and what `progress` throws (the file is then not written).
+    void save(const std::filesystem::path& file, const SaveOptions& options = {},
+              const std::function<void(std::uint64_t, std::uint64_t)>& progress = {}) {
+        const std::string head = header();
+        std::uint64_t total = head.size();
+        for (const auto& p : entries_) {
+            total += p.bytes.size();
+        }
+        save_atomic(file, options, [&](FileWriter& w) {
+            w.reserve(total);
+            w.write(head.data(), head.size());
+            for (const auto& p : entries_) {
+                w.write(p.bytes.data(), p.bytes.size());
+                if (progress) {
+                    progress(w.bytes_written(), total);
+                }
+            }
+        });
+    }
+
+private:
+    void check_name(const std::string& name) const {
+        if (name == "__metadata__" || name.ends_with(diff_suffix)) {
+            throw_format_error("safetensors", "tensor \"" + name + "\"",
+                               name == "__metadata__"
+                                   ? "the name is reserved"
+                                   : "names ending in \"" + std::string(diff_suffix) +
+                                         "\" are reserved for diffs (add(name, blob, true) writes them)");
+        }
+        (void)detail::json_quote(name, "tensor name");  // valid UTF-8, or a FormatError now
+        check_free(name);
+    }
+
+    void check_free(const std::string& name) const {
+        if (index_.find(name, name_at()) != detail::NameIndex::npos) {
+            throw_format_error("safetensors", "tensor \"" + name + "\"", "added twice");
+        }
+    }
+
+    // Room for `n` more entries in the list and the index, so that `n` pushes cannot throw.
+    void make_room(std::size_t n) {
+        if (entries_.capacity() < entries_.size() + n) {  // geometric growth: reserve(size + 1) each time is quadratic
+            entries_.reserve(std::max(entries_.size() + n, 2 * entries_.capacity()));
+        }
+        index_.reserve(entries_.size() + n, name_at());
+    }
+
+    // Appends an entry whose name was checked, into room made by the caller (nothing throws).
+    void push(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
+        detail::SafetensorsEntry e;
+        e.name = std::move(name);
+        e.dtype = dtype;
+        e.shape = std::move(shape);
+        e.end = bytes.size();
+        entries_.push_back({std::move(e), bytes});
+        (void)index_.insert(entries_.back().entry.name, entries_.size() - 1, name_at());
+    }
+
+    // The reference's order (dtype enum descending, then name) and the offsets it implies.
+    void order() {
+        std::sort(entries_.begin(), entries_.end(), [](const Pending& a, const Pending& b) {
+            const int ra = detail::safetensors_rank(a.entry.dtype);
+            const int rb = detail::safetensors_rank(b.entry.dtype);
+            return ra != rb ? ra > rb : a.entry.name < b.entry.name;
+        });
+        std::uint64_t at = 0;
+        for (auto& p : entries_) {
+            p.entry.begin = at;
+            at += p.bytes.size();
+            p.entry.end = at;
+        }
+        (void)index_.build(entries_.size(), name_at());  // the positions moved
+    }
+
+    std::vector<detail::SafetensorsEntry> entries() const {
+        std::vector<detail::SafetensorsEntry> out;
+        out.reserve(entries_.size());
+        for (const auto& p : entries_) {
+            out.push_back(p.entry);
+        }
+        return out;
+    }
+
+    std::vector<Pending> entries_;
+    detail::NameIndex index_;  // positions in entries_ by name
+    Metadata metadata_;
+};
+
+}  // namespace io
+
+SYNCBLOB_END_NAMESPACE

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Loading checkpoints into an arena: the host path straight from the files, the device path
+// through staging blocks with one copy per chunk, conversion on the way (on the device where it
+// can never refuse a value, on the host otherwise), diffs, progress, validation that leaves the
+// arena as it was, and, on the simulated timeline, reads and copies overlapping.
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <syncblob/checkpoint.hpp>
+#include <syncblob/memory/simulated_timeline.hpp>
+#include <vector>
+
+#include "checkpoint_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace syncblob;
+using Catch::Matchers::Contains;
+using Kind = detail::sim::OpKind;
+using Device = SimulatedDevice;
+
+TEST_CASE("a checkpoint loads into the host side of an arena, in its order, on any number of threads",
+          "[checkpoint][host]") {
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(6, 32);
+    const auto ckpt = test::save_checkpoint(dir.path(), blobs, 20000);
+    REQUIRE(ckpt.shards().size() >= 3);
+    const unsigned threads = GENERATE(1u, 2u);
+    const std::size_t chunk = GENERATE(std::size_t{4096}, std::size_t{1} << 20);
+    CAPTURE(threads, chunk);
+    checkpoint::LoadOptions options;
+    options.threads = threads;
+    options.chunk_bytes = chunk;
+    checkpoint::CheckpointArena<float> loaded(ckpt);
+    const auto report = loaded.load(ckpt, options);
+    CHECK(test::arena_holds(loaded, blobs));
+    CHECK(loaded.names().front() == ckpt.tensors().front().name);
+    CHECK(report.bytes_read == ckpt.total_size());
+    CHECK(report.tensors == blobs.blobs.size());
+    CHECK(report.host_to_device_copies == 0);
+    CHECK_FALSE(report.on_device);
+    CHECK(report.chunks >= (chunk == 4096 ? report.bytes_read / 4096 : 1));
+    CHECK(loaded.arena().data_buffer().fresh_on_host());
+}
+
+TEST_CASE("a device load issues one host-to-device copy per chunk, not per tensor", "[checkpoint][device]") {
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(8, 16);  // 34 tensors of 12 B to 3 KiB
+    const auto ckpt = test::save_checkpoint(dir.path(), blobs, 6000);
+    const Device::Scope scope{Device::Settings{}};
+    checkpoint::LoadOptions options;
+    options.chunk_bytes = 8192;
+    checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+    const SimulatedTimeline timeline;
+    const auto report = loaded.load(ckpt, options);
+    CHECK(report.on_device);
+    CHECK(timeline.count(Kind::copy) == report.chunks);  // counted by the simulator, not by the loader
+    CHECK(report.host_to_device_copies == report.chunks);
+    CHECK(report.chunks < report.tensors / 2);
+    CHECK(loaded["embed"].data_head() == Head::at_device);
+    CHECK(test::arena_holds(loaded, blobs));
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("a BF16 checkpoint loads into a float arena, converted by kernels on the device", "[checkpoint][convert]") {
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(4, 16);
+    const auto ckpt = test::save_checkpoint<bfloat16>(dir.path(), blobs, 4000);
+    const Device::Scope scope{Device::Settings{}};
+    checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+    checkpoint::LoadOptions options;
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)loaded.load(ckpt, options); }),
+               Contains(": dtype: the file holds BF16, the arena F32 (set LoadOptions::convert to convert)"));
+    options.convert = true;
+    options.chunk_bytes = 4096;
+    const SimulatedTimeline timeline;
+    const auto report = loaded.load(ckpt, options);
+    CHECK(report.device_conversions >= report.tensors);
+    CHECK(timeline.count(Kind::kernel) == report.device_conversions);
+    CHECK(report.host_to_device_copies == report.chunks);
+    CHECK(report.bytes_read == ckpt.total_size());
+    CHECK(test::arena_holds<bfloat16>(loaded, blobs));
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("a conversion that can refuse a value runs on the host, and names the value it refuses",
+          "[checkpoint][convert]") {
+    const test::TempDir dir;
+    Blob<double> big({1000});
+    big.fill(1.0);
+    big.mutable_host_data()[700] = 1e300;
+    io::CheckpointWriter w;
+    w.add("big", big);
+    const auto ckpt = io::Checkpoint::open(w.save(dir.path()));
+    const Device::Scope scope{Device::Settings{}};
+    checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+    checkpoint::LoadOptions options;
+    options.convert = true;
+    options.chunk_bytes = 4096;  // 1024 floats a chunk: the value is in the first
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)loaded.load(ckpt, options); }),
+               Contains("tensor \"big\" at byte ") &&
+                   Contains("element 700: value 1e+300 (F64) overflows F32 (its largest finite value is "
+                            "3.4028235e+38); LoadOptions::saturate would load it as 3.4028235e+38"));
+    options.saturate = true;
+    const auto report = loaded.load(ckpt, options);
+    CHECK(report.device_conversions == 0);
+    CHECK(loaded["big"].host_data()[700] == std::numeric_limits<float>::max());
+    CHECK(loaded["big"].host_data()[699] == 1.0f);
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("diffs load into their blobs' diffs; progress counts every byte once", "[checkpoint]") {
+    const test::TempDir dir;
+    Blob<float> a({300});
+    Blob<float> b({5});
+    a.fill(2.0f);
+    a.fill_diff(-3.0f);
+    b.fill(4.0f);
+    io::CheckpointWriter w;
+    w.add("a", a, true);
+    w.add("b", b);
+    const auto ckpt = io::Checkpoint::open(w.save(dir.path()));
+    const Device::Scope scope{Device::Settings{}};
+    for (const auto target : {checkpoint::Target::host, checkpoint::Target::device}) {
+        checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+        std::vector<std::uint64_t> seen;
+        checkpoint::LoadOptions options;
+        options.target = target;
+        options.chunk_bytes = 4096;
+        options.progress = [&](std::uint64_t done, std::uint64_t total) {
+            CHECK(total == ckpt.total_size());
+            seen.push_back(done);
+        };
+        const auto report = loaded.load(ckpt, options);
+        CHECK(report.tensors == 3);
+        CHECK(loaded.names() == std::vector<std::string>{"a", "b"});
+        CHECK(loaded["a"].host_diff()[299] == -3.0f);
+        CHECK(loaded["a"].host_data()[0] == 2.0f);
+        CHECK(loaded["b"].host_diff()[0] == 0.0f);  // no diff in the file: left as it was
+        REQUIRE(seen.size() == report.chunks);
+        CHECK(std::is_sorted(seen.begin(), seen.end()));
+        CHECK(seen.back() == ckpt.total_size());
+    }
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("a load refused before anything is read leaves the arena as it was", "[checkpoint]") {
+    const test::TempDir dir;
+    test::NamedBlobs blobs;
+    blobs.add("w", {4, 4}).add("v", {8});
+    const auto ckpt = test::save_checkpoint(dir.path() / "one", blobs, 1 << 20);
+    checkpoint::CheckpointArena<float> loaded(ckpt);
+    (void)loaded.load(ckpt);
+    const auto before = std::vector<float>(loaded["w"].host_data().begin(), loaded["w"].host_data().end());
+
+    test::NamedBlobs reshaped;
+    reshaped.add("w", {2, 8}).add("v", {8});
+    const auto other = test::save_checkpoint(dir.path() / "two", reshaped, 1 << 20);
+    CHECK_THAT(test::message_of<ShapeError>([&] { (void)loaded.load(other); }),
+               Contains("holds \"w\" of shape 2 8 (16), the arena's blob has 4 4 (16)"));
+    test::NamedBlobs missing;
+    missing.add("w", {4, 4});
+    const auto third = test::save_checkpoint(dir.path() / "three", missing, 1 << 20);
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)loaded.load(third); }),
+               Contains("tensor \"v\": not in the checkpoint (the arena's blob 0 needs it)"));
+    CHECK(std::vector<float>(loaded["w"].host_data().begin(), loaded["w"].host_data().end()) == before);
+
+    const std::vector<std::string> unknown = {"w", "nope"};
+    CHECK_THAT(test::message_of<FormatError>([&] { checkpoint::CheckpointArena<float> a(ckpt, unknown); }),
+               Contains("tensor \"nope\": not in the checkpoint"));
+    const std::vector<std::string> twice = {"v", "v"};
+    CHECK_THAT(test::message_of<FormatError>([&] { checkpoint::CheckpointArena<float> a(ckpt, twice); }),
+               Contains("tensor \"v\": named twice"));
+    const std::vector<std::string> some = {"v"};
+    const auto subset = checkpoint::load<float>(ckpt, {}, some);
+    CHECK(subset.arena().size() == 1);
+    CHECK_THAT(test::message_of<IndexError>([&] { (void)subset["w"]; }), Contains("no blob \"w\""));
+    test::NamedBlobs large;
+    large.add("m", {40, 40});
+    (void)test::save_checkpoint(dir.path() / "four", large, 1 << 20);
+    io::LoadOptions small;
+    small.max_bytes = 1000;  // the index and the header fit, the 6400 bytes of the arena do not
+    const auto limited = io::Checkpoint::open(dir.path() / "four", small);
+    CHECK_THAT(test::message_of<FormatError>([&] { checkpoint::CheckpointArena<float> a(limited); }),
+               Contains("the arena needs 6400 bytes, more than the limit of 1000"));
+}
+
+TEST_CASE("a shard cut short after it was opened is a FormatError during the load", "[checkpoint]") {
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(2, 32);
+    const auto ckpt = test::save_checkpoint(dir.path(), blobs, 1 << 20);
+    const auto& shard = ckpt.shards().back().path;
+    fs::resize_file(shard, fs::file_size(shard) - 100);
+    const Device::Scope scope{Device::Settings{}};
+    checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+    checkpoint::LoadOptions options;
+    options.chunk_bytes = 4096;
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)loaded.load(ckpt, options); }),
+               Contains(shard.string()) && Contains("(truncated)"));
+    (void)loaded["embed"].host_data();  // ordered after the copies issued before the error
+    Device::synchronize();
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("on the simulated timeline, reading the next chunk overlaps the copy of the last", "[checkpoint][timeline]") {
+    const test::TempDir dir;
+    test::NamedBlobs blobs;
+    blobs.add("w", {256, 1024});  // 1 MiB
+    const auto ckpt = test::save_checkpoint(dir.path(), blobs, 1 << 30);
+    const Device::Scope scope{Device::Settings{}};
+    SimulatedTimeline::Settings rates;
+    rates.host_bytes_per_second = 1e9;  // reading and copying take as long as each other
+    rates.copy_bytes_per_second = 1e9;
+    for (const unsigned blocks : {2u, 1u}) {
+        CAPTURE(blocks);
+        checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+        checkpoint::LoadOptions options;
+        options.threads = 1;
+        options.chunk_bytes = 64 << 10;  // 16 chunks
+        options.staging_blocks = blocks;
+        const SimulatedTimeline timeline(rates);
+        const auto report = loaded.load(ckpt, options);
+        Device::synchronize();
+        const double reads = timeline.busy(true);
+        const double copies = timeline.busy(false, Kind::copy);
+        const double total = timeline.makespan();
+        CHECK(report.chunks == 16);
+        CHECK(reads == Approx(copies).epsilon(0.01));
+        CHECK(total >= std::max(reads, copies));
+        if (blocks == 2) {  // one chunk's copy is not hidden: 17/16 of either
+            CHECK(total == Approx(reads + copies / 16).epsilon(0.01));
+            CHECK(total - std::max(reads, copies) < (reads + copies) - total);
+        } else {  // one block: the next read waits for the last copy, nothing overlaps
+            CHECK(total == Approx(reads + copies).epsilon(0.01));
+        }
+    }
+    CHECK(Device::faults().empty());
+}

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// The numerical rule of an MPI mean (docs/scaling-out.md): every element is the sum of the ranks'
+// values, added in some order, divided by the number of ranks and rounded once, with the same bits
+// on every rank. Checked exactly, against every order of addition, on values with full mantissas,
+// quotients in the subnormal range and a sum that overflows, for the blocking and the bucketed form,
+// on 4 ranks (a power of two) and on 3 (ctest runs both). And the ring all-reduce's own messages:
+// they never match a receive of the caller's on the same communicator, and the private
+// communicator that carries them goes with the caller's.
+#include <mpi.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include <syncblob/comm/mpi.hpp>
+
+#include "mpi_test_support.hpp"
+
+using syncblob::ParameterArena;
+using syncblob::Reduce;
+namespace mpi = syncblob::mpi;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// Rank r's element i: full mantissas of either sign around 1; every 8th a tiny value whose quotient
+// by the number of ranks is subnormal (where dividing each term first would round differently);
+// element 6 near the largest finite value on every rank, so that its sum overflows.
+template <class T>
+T value(int r, std::size_t i) {
+    const std::uint64_t bits = mix((static_cast<std::uint64_t>(r) << 40) ^ i);
+    const T unit = static_cast<T>(bits >> 11) / static_cast<T>(std::uint64_t{1} << 53);  // [0, 1)
+    const T sign = (bits & 1) != 0 ? T(-1) : T(1);
+    if (i == 6) {
+        return T(0.75) * std::numeric_limits<T>::max();
+    }
+    if (i % 8 == 3) {
+        return sign * std::ldexp(T(1) + unit, std::numeric_limits<T>::min_exponent);  // 2^(min-1) · [1, 2)
+    }
+    return sign * std::ldexp(T(1) + unit, static_cast<int>(bits % 9) - 4);
+}
+
+// Every order of addition of more terms is too many to try: the tests that check each element
+// against every order run on up to this many ranks (ctest runs 4 and 3).
+constexpr int most_ranks = 5;
+
+// Calls `found(s)` for every value a sum of terms[0, n) can take in floating point, over every order
+// and grouping (n at most most_ranks).
+template <class T, class Found>
+void every_sum(const T* terms, std::size_t n, Found& found) {
+    if (n == 1) {
+        found(terms[0]);
+        return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = i + 1; j < n; ++j) {
+            T rest[most_ranks];
+            std::size_t m = 0;
+            for (std::size_t k = 0; k < n; ++k) {
+                if (k != i && k != j) {
+                    rest[m++] = terms[k];
+                }
+            }
+            rest[m++] = terms[i] + terms[j];
+            every_sum(rest, m, found);
+        }
+    }
+}
+
+template <class T>
+bool same_bits(T a, T b) {
+    return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// The arena's blobs (uneven, so that pieces and chunks cut across them).
+template <class T>
+void build(ParameterArena<T>& arena) {
+    for (const std::int64_t n : {1000, 3, 2048, 517}) {
+        arena.add({n});
+    }
+    arena.seal();
+}
+
+template <class T>
+void fill(ParameterArena<T>& arena, MPI_Comm comm) {
+    std::size_t i = 0;
+    for (auto& blob : arena.blobs()) {
+        for (auto& x : blob.mutable_host_diff()) {
+            x = value<T>(rank_in(comm), i++);
+        }
+    }
+}
+
+// How many elements break the rule: each must be the sum of the ranks' values in some order (for a
+// mean: divided by the number of ranks, rounded once). Exhaustive up to 5 ranks.
+template <class T>
+std::size_t broken(ParameterArena<T>& arena, Reduce reduce, MPI_Comm comm) {
+    const int ranks = size_of(comm);
+    std::size_t bad = 0;
+    std::size_t i = 0;
+    for (auto& blob : arena.blobs()) {
+        for (const T got : blob.host_diff()) {
+            T terms[most_ranks];
+            for (int r = 0; r < ranks; ++r) {
+                terms[r] = value<T>(r, i);
+            }
+            ++i;
+            bool found = false;
+            auto match = [&](T s) {
+                found = found || same_bits(reduce == Reduce::mean ? s / static_cast<T>(ranks) : s, got);
+            };
+            every_sum(terms, static_cast<std::size_t>(ranks), match);
+            bad += found ? 0 : 1;
+        }
+    }
+    return bad;
+}
+
+// True on every rank when every rank holds the same bytes in its arena's diffs.
+template <class T>
+bool same_on_every_rank(ParameterArena<T>& arena, MPI_Comm comm) {
+    std::uint64_t h = 0;
+    for (auto& blob : arena.blobs()) {
+        for (const T x : blob.host_diff()) {
+            std::uint64_t bits = 0;
+            std::memcpy(&bits, &x, sizeof(T));
+            h = mix(h ^ bits);
+        }
+    }
+    std::uint64_t low = 0;
+    std::uint64_t high = 0;
+    MPI_Allreduce(&h, &low, 1, MPI_UINT64_T, MPI_MIN, comm);
+    MPI_Allreduce(&h, &high, 1, MPI_UINT64_T, MPI_MAX, comm);
+    return low == high;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("mpi: a mean is the ranks' sum in some order divided once, with the same bits on every rank",
+                   "[mpi][mean]", float, double) {
+    const int ranks = size_of(MPI_COMM_WORLD);
+    if (ranks > most_ranks) {
+        return;
+    }
+    ParameterArena<TestType> arena;
+    build(arena);
+    const Reduce reduce = GENERATE(Reduce::mean, Reduce::sum);
+    // Pieces of 1000 bytes: many more than in flight at once, with chunks of uneven sizes.
+    const std::size_t piece_bytes = GENERATE(std::size_t{1000}, std::size_t{4} << 20);
+    const mpi::Options options{.piece_bytes = piece_bytes};
+    INFO((reduce == Reduce::mean ? "mean" : "sum") << ", pieces of " << piece_bytes << " bytes, " << ranks << " ranks");
+
+    fill(arena, MPI_COMM_WORLD);
+    mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, options);
+    CHECK(broken(arena, reduce, MPI_COMM_WORLD) == 0);
+    CHECK(same_on_every_rank(arena, MPI_COMM_WORLD));
+    if (ranks > 1) {
+        CHECK(std::isinf(arena[0].host_diff()[6]));  // the sum overflows: so does the mean, as the sum would
+    }
+
+    fill(arena, MPI_COMM_WORLD);
+    mpi::iallreduce_diff(arena, MPI_COMM_WORLD, reduce, 4096, options).wait();
+    CHECK(broken(arena, reduce, MPI_COMM_WORLD) == 0);
+    CHECK(same_on_every_rank(arena, MPI_COMM_WORLD));
+
+    // The bucketed form progresses in test() alone, bucket by bucket as blobs become ready.
+    fill(arena, MPI_COMM_WORLD);
+    mpi::BucketedAllreduce<TestType, syncblob::HostOnly> pending(arena, MPI_COMM_WORLD, reduce, 2048, 4096, options);
+    for (std::size_t b = arena.size(); b-- > 0;) {
+        pending.ready(b);
+        (void)pending.test();
+    }
+    const auto limit = std::chrono::steady_clock::now() + 20s;
+    bool done = false;
+    while (!done && std::chrono::steady_clock::now() < limit) {
+        done = pending.test();
+    }
+    CHECK(done);
+    pending.wait();
+    CHECK(broken(arena, reduce, MPI_COMM_WORLD) == 0);
+    CHECK(same_on_every_rank(arena, MPI_COMM_WORLD));
+}
+
+TEST_CASE("mpi: the bucketed form's mean is its sum divided by the number of ranks, bit for bit", "[mpi][mean]") {
+    const int ranks = size_of(MPI_COMM_WORLD);
+    ParameterArena<float> summed;
+    ParameterArena<float> averaged;
+    build(summed);
+    build(averaged);
+    fill(summed, MPI_COMM_WORLD);
+    fill(averaged, MPI_COMM_WORLD);
+    const mpi::Options options{.piece_bytes = 1000};
+    mpi::iallreduce_diff(summed, MPI_COMM_WORLD, Reduce::sum, 4096, options).wait();
+    mpi::iallreduce_diff(averaged, MPI_COMM_WORLD, Reduce::mean, 4096, options).wait();
+    std::size_t differ = 0;
+    for (std::size_t b = 0; b < summed.size(); ++b) {
+        const auto sum = summed[b].host_diff();
+        const auto mean = averaged[b].host_diff();
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+            if (!same_bits(sum[i] / static_cast<float>(ranks), mean[i])) {
+                ++differ;
+            }
+        }
+    }
+    CHECK(differ == 0);
+}
+
+TEST_CASE("mpi: ring all-reduces back to back, with ranks out of step in time, each match their own messages",
+          "[mpi][mean]") {
+    // Ranks arrive at each call at different times, so one rank's next call sends while another
+    // still receives the last one's messages: every message must find the call (and piece) it
+    // belongs to.
+    const int rank = rank_in(MPI_COMM_WORLD);
+    if (size_of(MPI_COMM_WORLD) > most_ranks) {
+        return;
+    }
+    ParameterArena<float> arena;
+    build(arena);
+    const mpi::Options options{.piece_bytes = 512};  // many pieces, more than in flight at once
+    std::size_t bad = 0;
+    for (int round = 0; round < 6; ++round) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{(rank + round) % 3});
+        fill(arena, MPI_COMM_WORLD);
+        if (round % 2 == 0) {
+            mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::mean, options);
+        } else {
+            auto pending = mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::mean, 2048, options);
+            std::this_thread::sleep_for(std::chrono::milliseconds{rank % 2});
+            pending.wait();
+        }
+        bad += broken(arena, Reduce::mean, MPI_COMM_WORLD);
+    }
+    CHECK(bad == 0);
+}
+
+TEST_CASE("mpi: the ring all-reduce's messages never match the caller's receives on the same communicator",
+          "[mpi][mean]") {
+    OwnComm own;
+    const int ranks = size_of(own.comm);
+    const int rank = rank_in(own.comm);
+    if (ranks > most_ranks) {
+        return;
+    }
+    // The caller waits for a message from anyone, with any tag, on the communicator it lends.
+    float received = -1.0F;
+    MPI_Request receive = MPI_REQUEST_NULL;
+    MPI_Irecv(&received, 1, MPI_FLOAT, MPI_ANY_SOURCE, MPI_ANY_TAG, own.comm, &receive);
+
+    ParameterArena<float> arena;
+    build(arena);
+    const mpi::Options options{.timeout = 20s};  // a message taken by the caller would leave a ring waiting
+    fill(arena, own.comm);
+    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+    CHECK(broken(arena, Reduce::mean, own.comm) == 0);
+    fill(arena, own.comm);
+    mpi::iallreduce_diff(arena, own.comm, Reduce::sum, 4096, options).wait();
+    CHECK(broken(arena, Reduce::sum, own.comm) == 0);
+
+    int flag = 1;
+    MPI_Test(&receive, &flag, MPI_STATUS_IGNORE);
+    CHECK(flag == 0);       // nothing of syncblob's arrived there
+    MPI_Barrier(own.comm);  // (every rank has looked before any rank sends its own message)
+    const auto sent = static_cast<float>(rank);
+    MPI_Send(&sent, 1, MPI_FLOAT, (rank + 1) % ranks, 7, own.comm);
+    MPI_Wait(&receive, MPI_STATUS_IGNORE);
+    CHECK(received == static_cast<float>((rank + ranks - 1) % ranks));  // the caller's own message
+}
+
+TEST_CASE("mpi: the private communicator is made once per communicator and freed with it", "[mpi][mean]") {
+    const std::size_t before = mpi::detail::PrivateComms::count();
+    {
+        OwnComm own;
+        ParameterArena<double> arena;
+        build(arena);
+        mpi::allreduce_diff(arena, own.comm, Reduce::sum);
+        CHECK(mpi::detail::PrivateComms::count() == before);  // MPI's own all-reduce: no ring, no duplicate
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean);
+        CHECK(mpi::detail::PrivateComms::count() == before + 1);
+        mpi::iallreduce_diff(arena, own.comm, Reduce::mean, 4096).wait();
+        CHECK(mpi::detail::PrivateComms::count() == before + 1);  // the same one
+    }
+    CHECK(mpi::detail::PrivateComms::count() == before);
+}

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Checkpoint loads into a cuda::Device arena, one CUDA translation unit built by nvcc: a float
+// checkpoint through pinned staging with one copy per chunk, and a BF16 checkpoint into a float arena
+// converted by kernels on the GPU (checkpoint/cuda.cuh), each value checked on the host against the
+// host's conversion. Without a usable device each test prints "skipped: no CUDA device (...)".
+#if !defined(__CUDACC__)
+#error "checkpoint_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
+#endif
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <iostream>
+
+#include <syncblob/checkpoint.hpp>
+#include <syncblob/checkpoint/cuda.cuh>
+#include <syncblob/cuda/allocator.hpp>
+#include <syncblob/cuda/runtime.hpp>
+
+#include "../checkpoint/checkpoint_support.hpp"
+
+namespace {
+
+namespace sb = syncblob;
+using GpuArena = sb::checkpoint::CheckpointArena<float, sb::cuda::Allocator>;
+
+bool have_device() {
+    if (auto reason = sb::cuda::no_device_reason()) {
+        std::cout << "skipped: no CUDA device (" << *reason << ")\n";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: a float checkpoint streams onto the GPU, one copy per chunk", "[cuda][checkpoint]") {
+    if (!have_device()) {
+        return;
+    }
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(8, 64);
+    const auto ckpt = test::save_checkpoint(dir.path(), blobs, 40000);
+    GpuArena loaded(ckpt);
+    sb::checkpoint::LoadOptions options;
+    options.chunk_bytes = 64 << 10;
+    const auto report = loaded.load(ckpt, options);
+    CHECK(report.on_device);
+    CHECK(report.host_to_device_copies == report.chunks);
+    CHECK(report.chunks < report.tensors);
+    CHECK(loaded["embed"].data_head() == sb::Head::at_device);
+    CHECK(test::arena_holds(loaded, blobs));
+}
+
+TEST_CASE("checkpoint: a BF16 checkpoint converts into a float arena on the GPU", "[cuda][checkpoint]") {
+    if (!have_device()) {
+        return;
+    }
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(4, 64);
+    const auto ckpt = test::save_checkpoint<sb::bfloat16>(dir.path(), blobs, 40000);
+    GpuArena loaded(ckpt);
+    sb::checkpoint::LoadOptions options;
+    options.convert = true;
+    options.chunk_bytes = 64 << 10;
+    const auto report = loaded.load(ckpt, options);
+    CHECK(report.device_conversions >= report.tensors);
+    CHECK(report.host_to_device_copies == report.chunks);
+    CHECK(test::arena_holds<sb::bfloat16>(loaded, blobs));
+}

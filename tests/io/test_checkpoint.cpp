@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Sharded safetensors checkpoints: writing shards and an index, reading them back, the index of
+// transformers' layout, every malformed case (each a FormatError naming the file and the tensor),
+// and a save killed at every step never leaving an index that names a missing or partial shard.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <syncblob/io/checkpoint_writer.hpp>
+#include <vector>
+
+#include "checkpoint_files.hpp"
+#include "tempfile.hpp"
+
+namespace fs = std::filesystem;
+using namespace syncblob;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        names.insert(e.path().filename().string());
+    }
+    return names;
+}
+
+// Three F32 blobs of 100 floats (400 bytes each) and one of 10.
+test::NamedBlobs four_blobs() {
+    test::NamedBlobs b;
+    b.add("a", {100}).add("b", {10, 10}).add("c", {4, 25}).add("d", {10});
+    return b;
+}
+
+io::CheckpointWriter writer_of(const test::NamedBlobs& blobs) {
+    io::CheckpointWriter w;
+    for (const auto& [name, blob] : blobs.blobs) {
+        w.add(name, blob);
+    }
+    return w;
+}
+
+// Every tensor of `c`, loaded one by one, holds `blobs`' values.
+void check_values(const io::Checkpoint& c, const test::NamedBlobs& blobs) {
+    REQUIRE(c.tensors().size() == blobs.blobs.size());
+    for (std::size_t k = 0; k < blobs.blobs.size(); ++k) {
+        const auto& [name, blob] = blobs.blobs[k];
+        const auto& t = c.at(name);
+        const auto loaded = c.shard_file(t.shard).load<float>(name);
+        CHECK(loaded.shape() == blob.shape());
+        std::vector<float> direct(static_cast<std::size_t>(t.count));
+        c.read_elements<float>(t, 0, t.count, direct.data(), io::detail::ConvertRule::exact);
+        for (std::size_t i = 0; i < direct.size(); ++i) {
+            REQUIRE(loaded.host_data()[i] == blob.host_data()[i]);
+            REQUIRE(direct[i] == blob.host_data()[i]);
+        }
+    }
+}
+
+std::string open_error(const fs::path& p) {
+    return test::message_of<FormatError>([&] { (void)io::Checkpoint::open(p); });
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint is written as shards of at most max_shard_bytes, then an index", "[io][checkpoint]") {
+    const test::TempDir dir;
+    const auto blobs = four_blobs();
+    const auto w = writer_of(blobs);
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 800;  // a and b together, then c and d
+    const fs::path index = w.save(dir.path(), options);
+    CHECK(index == dir.path() / "model.safetensors.index.json");
+    CHECK(names_in(dir.path()) == std::set<std::string>{"model-00001-of-00002.safetensors",
+                                                        "model-00002-of-00002.safetensors",
+                                                        "model.safetensors.index.json"});
+    CHECK(
+        slurp(index) ==
+        "{\n  \"metadata\": {\n    \"total_size\": 1240\n  },\n  \"weight_map\": {\n"
+        "    \"a\": \"model-00001-of-00002.safetensors\",\n    \"b\": \"model-00001-of-00002.safetensors\",\n"
+        "    \"c\": \"model-00002-of-00002.safetensors\",\n    \"d\": \"model-00002-of-00002.safetensors\"\n  }\n}\n");
+    const auto c = io::Checkpoint::open(dir.path());
+    CHECK(c.index_file() == index);
+    REQUIRE(c.shards().size() == 2);
+    CHECK(c.total_size() == 1240);
+    CHECK(c.at("c").shard == 1);
+    check_values(c, blobs);
+    CHECK(io::Checkpoint::open(index).tensors().size() == 4);
+}
+
+TEST_CASE("a tensor larger than the shard limit gets a shard of its own", "[io][checkpoint]") {
+    const test::TempDir dir;
+    test::NamedBlobs blobs;
+    blobs.add("small", {10}).add("huge", {1000}).add("tail", {10});
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 100;
+    (void)writer_of(blobs).save(dir.path(), options);
+    const auto c = io::Checkpoint::open(dir.path());
+    REQUIRE(c.shards().size() == 3);
+    CHECK(c.at("small").shard == 0);
+    CHECK(c.at("huge").shard == 1);
+    CHECK(c.at("tail").shard == 2);
+    check_values(c, blobs);
+}
+
+TEST_CASE("a blob's diff is written beside it and mapped in the index", "[io][checkpoint]") {
+    const test::TempDir dir;
+    Blob<float> w({8});
+    w.fill(1.5f);
+    w.fill_diff(-2.0f);
+    io::CheckpointWriter writer;
+    writer.add("w", w, true);
+    writer.metadata()["format"] = "pt";
+    (void)writer.save(dir.path());
+    const auto c = io::Checkpoint::open(dir.path());
+    REQUIRE(c.tensors().size() == 2);
+    const auto* diff = c.diff_of(c.at("w"));
+    REQUIRE(diff != nullptr);
+    CHECK(diff->shard == c.at("w").shard);
+    CHECK(c.shards()[0].metadata.at("format") == "pt");
+    CHECK(c.total_size() == 64);
+}
+
+TEST_CASE("CheckpointWriter refuses names as SafetensorsWriter does, across shards", "[io][checkpoint]") {
+    Blob<float> b({4});
+    io::CheckpointWriter w;
+    w.add("x", b);
+    CHECK_THAT(test::message_of<FormatError>([&] { w.add("x", b); }), Contains("added twice"));
+    CHECK_THAT(test::message_of<FormatError>([&] { w.add("y.__diff__", b); }), Contains("reserved for diffs"));
+    w.add("y", b, true);
+    CHECK_THAT(test::message_of<FormatError>([&] { w.add("y.__diff__", b); }), Contains("reserved"));
+    const test::TempDir dir;
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 16;  // a shard per blob: x, then y with its diff
+    (void)w.save(dir.path(), options);
+    const auto c = io::Checkpoint::open(dir.path());
+    CHECK(c.tensors().size() == 3);
+    CHECK(c.shards().size() == 2);
+}
+
+TEST_CASE("save reports progress up to the bytes of every file", "[io][checkpoint]") {
+    const test::TempDir dir;
+    std::vector<std::uint64_t> seen;
+    std::uint64_t total = 0;
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 800;
+    options.progress = [&](std::uint64_t done, std::uint64_t all) {
+        seen.push_back(done);
+        total = all;
+    };
+    (void)writer_of(four_blobs()).save(dir.path(), options);
+    std::uint64_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+        files += e.file_size();
+    }
+    CHECK(total == files);
+    REQUIRE(seen.size() == 4 + 2 + 1);  // each tensor, each shard in place, the index
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(seen.back() == total);
+}
+
+TEST_CASE("a single safetensors file is a checkpoint of one shard", "[io][checkpoint]") {
+    const test::TempDir dir;
+    const auto blobs = four_blobs();
+    test::write_shard(dir.path() / "model.safetensors", blobs);
+    for (const fs::path& p : {dir.path() / "model.safetensors", dir.path()}) {
+        const auto c = io::Checkpoint::open(p);
+        CHECK(c.index_file().empty());
+        CHECK(c.shards().size() == 1);
+        check_values(c, blobs);
+    }
+    const test::TempDir empty;
+    CHECK_THAT(test::message_of<IOError>([&] { (void)io::Checkpoint::open(empty.path()); }),
+               Contains("holds neither model.safetensors.index.json nor model.safetensors"));
+}
+
+TEST_CASE("an index as transformers writes it: other metadata and members are read past", "[io][checkpoint]") {
+    const test::TempDir dir;
+    test::NamedBlobs one, two;
+    one.add("embed", {5});
+    two.add("head", {3});
+    test::write_shard(dir.path() / "model-00001-of-00002.safetensors", one);
+    test::write_shard(dir.path() / "model-00002-of-00002.safetensors", two);
+    test::write_text(dir.path() / "model.safetensors.index.json",
+                     "{\"metadata\": {\"total_parameters\": 8, \"total_size\": 32, \"extra\": {\"a\": [1, 2]}},"
+                     " \"other\": [null, {\"x\": 1}],"
+                     " \"weight_map\": {\"head\": \"model-00002-of-00002.safetensors\","
+                     " \"embed\": \"model-00001-of-00002.safetensors\"}}");
+    const auto c = io::Checkpoint::open(dir.path());
+    CHECK(c.total_size() == 32);
+    CHECK(c.at("head").shard == 1);
+}
+
+TEST_CASE("malformed checkpoints are FormatErrors naming the file and the tensor", "[io][checkpoint]") {
+    const test::TempDir dir;
+    const fs::path index = dir.path() / "model.safetensors.index.json";
+    const std::string s1 = "model-00001-of-00002.safetensors";
+    const std::string s2 = "model-00002-of-00002.safetensors";
+    test::NamedBlobs one, two;
+    one.add("a", {4}).add("b", {2});
+    two.add("c", {3});
+    test::write_shard(dir.path() / s1, one);
+    test::write_shard(dir.path() / s2, two);
+    const auto error = [&](const std::string& text) {
+        test::write_text(index, text);
+        return open_error(index);
+    };
+    SECTION("a tensor in the index but not in its shard") {
+        CHECK_THAT(error(test::index_text({{"a", s1}, {"b", s1}, {"c", s2}, {"z", s2}})),
+                   Contains(index.string() + ": weight_map: tensor \"z\": mapped to shard " + s2 +
+                            ", which does not hold it (no shard does)"));
+        CHECK_THAT(error(test::index_text({{"a", s2}, {"b", s1}, {"c", s2}})),
+                   Contains("weight_map: tensor \"a\": mapped to shard " + s2 + ", which does not hold it (" +
+                            (dir.path() / s1).string() + " does)"));
+    }
+    SECTION("a tensor in two shards") {
+        test::NamedBlobs again;
+        again.add("c", {3}).add("b", {2});
+        test::write_shard(dir.path() / s2, again);
+        CHECK_THAT(error(test::index_text({{"a", s1}, {"b", s1}, {"c", s2}})),
+                   Contains((dir.path() / s2).string() + ": tensor \"b\": also in " + (dir.path() / s1).string()));
+    }
+    SECTION("a tensor of a shard that the index does not name") {
+        CHECK_THAT(
+            error(test::index_text({{"a", s1}, {"c", s2}})),
+            Contains((dir.path() / s1).string() + ": tensor \"b\": the index " + index.string() + " does not name it"));
+    }
+    SECTION("a shard the index does not name") {
+        test::write_shard(dir.path() / "model-00001-of-00003.safetensors", one);
+        test::write_shard(dir.path() / "model-00003-of-00003.safetensors", two);
+        CHECK_THAT(error(test::index_text({{"a", "model-00001-of-00003.safetensors"},
+                                           {"b", "model-00001-of-00003.safetensors"},
+                                           {"c", "model-00003-of-00003.safetensors"}})),
+                   Contains(index.string() + ": weight_map: names 2 of the 3 shards of model but not shard "
+                                             "model-00002-of-00003.safetensors"));
+    }
+    SECTION("a total size that disagrees") {
+        CHECK_THAT(error(test::index_text({{"a", s1}, {"b", s1}, {"c", s2}}, 40)),
+                   Contains(index.string() + ": metadata: total_size: 40 bytes, but the shards hold 36 bytes"));
+        CHECK(error(test::index_text({{"a", s1}, {"b", s1}, {"c", s2}}, 36)) == "no exception");
+    }
+    SECTION("a tensor named twice in weight_map") {
+        CHECK_THAT(error("{\"weight_map\": {\"a\": \"" + s1 + "\", \"b\": \"" + s1 + "\", \"c\": \"" + s2 +
+                         "\", \"a\": \"" + s1 + "\"}}"),
+                   Contains("weight_map: tensor \"a\": named twice"));
+    }
+    SECTION("an index that is not one") {
+        CHECK_THAT(error("[1]"), Contains("index: expected a JSON object, found array"));
+        CHECK_THAT(error("{\"metadata\": {}}"), Contains("no \"weight_map\" object"));
+        CHECK_THAT(error("{\"weight_map\": [\"a\"]}"), Contains("weight_map: expected an object, found array"));
+        CHECK_THAT(error("{\"weight_map\": {\"a\": 3}}"),
+                   Contains("weight_map: tensor \"a\": expected the file name of a shard, found number 3"));
+        CHECK_THAT(error("{\"weight_map\": {\"a\": \"../x.safetensors\"}}"),
+                   Contains("shard \"../x.safetensors\" is not a file name in the index's folder"));
+        CHECK_THAT(error("{\"metadata\": {\"total_size\": -1}, \"weight_map\": {}}"),
+                   Contains("metadata: total_size: expected a non-negative integer, found number -1"));
+        CHECK_THAT(error("{\"weight_map\": {}, \"weight_map\": {}}"), Contains("two weight_map members"));
+        CHECK_THAT(error("{\"weight_map\": {"), Contains("not valid JSON"));
+    }
+    SECTION("a shard that is missing or malformed") {
+        CHECK_THAT(test::message_of<IOError>([&] {
+                       test::write_text(index, test::index_text({{"a", "gone.safetensors"}}));
+                       (void)io::Checkpoint::open(index);
+                   }),
+                   Contains((dir.path() / "gone.safetensors").string()));
+        test::write_text(dir.path() / "bad.safetensors", "short");
+        CHECK_THAT(error(test::index_text({{"a", "bad.safetensors"}})),
+                   Contains((dir.path() / "bad.safetensors").string() + ": header length"));
+    }
+}
+
+// A safetensors file of one F32 tensor `name` of `n` elements, written byte by byte (a writer
+// refuses to write a diff without its blob).
+void raw_shard(const fs::path& file, const std::string& name, int n) {
+    std::string header = "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(n) +
+                         "],\"data_offsets\":[0," + std::to_string(4 * n) + "]}}";
+    std::string out(8, '\0');
+    for (std::size_t i = 0; i < 8; ++i) {
+        out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+    }
+    test::write_text(file, out + header + std::string(static_cast<std::size_t>(4 * n), '\0'));
+}
+
+TEST_CASE("a diff in another shard than its blob must have its dtype and shape", "[io][checkpoint]") {
+    const test::TempDir dir;
+    const std::string s1 = "model-00001-of-00002.safetensors";
+    const std::string s2 = "model-00002-of-00002.safetensors";
+    test::NamedBlobs one;
+    one.add("w", {4});
+    test::write_shard(dir.path() / s1, one);
+    const fs::path index = dir.path() / "model.safetensors.index.json";
+    test::write_text(index, test::index_text({{"w", s1}, {"w.__diff__", s2}}));
+    raw_shard(dir.path() / s2, "w.__diff__", 4);
+    const auto c = io::Checkpoint::open(dir.path());
+    REQUIRE(c.diff_of(c.at("w")) != nullptr);
+    CHECK(c.diff_of(c.at("w"))->shard == 1);
+
+    raw_shard(dir.path() / s2, "w.__diff__", 5);
+    CHECK_THAT(open_error(dir.path()),
+               Contains((dir.path() / s2).string() + ": tensor \"w.__diff__\": F32 5 (5), but its blob \"w\" in " +
+                        (dir.path() / s1).string() + " is F32 4 (4)"));
+    raw_shard(dir.path() / s2, "v.__diff__", 4);
+    test::write_text(index, test::index_text({{"w", s1}, {"v.__diff__", s2}}));
+    CHECK_THAT(open_error(dir.path()), Contains((dir.path() / s2).string() + ": tensor \"v.__diff__\": its name "
+                                                                             "makes it the diff of \"v\""));
+}
+
+// Forks a child that saves `blobs` into `dir` and kills itself with SIGKILL at the `kill_at`-th
+// progress call; returns its wait status.
+int save_killed_at(const fs::path& dir, const test::NamedBlobs& blobs, std::uint64_t max_shard, int kill_at) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        int calls = 0;
+        io::CheckpointSaveOptions options;
+        options.max_shard_bytes = max_shard;
+        options.progress = [&](std::uint64_t, std::uint64_t) {
+            if (++calls == kill_at) {
+                ::raise(SIGKILL);
+            }
+        };
+        try {
+            (void)writer_of(blobs).save(dir, options);
+        } catch (...) {
+            ::_exit(4);
+        }
+        ::_exit(3);
+    }
+    REQUIRE(pid > 0);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        REQUIRE(errno == EINTR);
+    }
+    return status;
+}
+
+// True when the checkpoint in `dir` opens and holds exactly `blobs`' values (no Catch assertions:
+// a false answer is an answer).
+bool holds(const fs::path& dir, const test::NamedBlobs& blobs) {
+    try {
+        const auto c = io::Checkpoint::open(dir);
+        if (c.tensors().size() != blobs.blobs.size()) {
+            return false;
+        }
+        for (const auto& [name, blob] : blobs.blobs) {
+            const auto loaded = c.shard_file(c.at(name).shard).load<float>(name);
+            if (!std::equal(loaded.host_data().begin(), loaded.host_data().end(), blob.host_data().begin(),
+                            blob.host_data().end())) {
+                return false;
+            }
+        }
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+TEST_CASE("a save killed at any step leaves no index naming a missing or partial shard", "[io][checkpoint][save]") {
+    const auto fresh = four_blobs();
+    test::NamedBlobs older;  // the same names, other values
+    older.add("a", {100}).add("b", {10, 10}).add("c", {4, 25}).add("d", {10});
+    for (auto& [name, blob] : older.blobs) {
+        blob.fill(-1.0f);
+    }
+    std::set<int> shard_counts_before = {0, 2, 4};  // none; the same names as the new one; other names
+    for (const int before : shard_counts_before) {
+        CAPTURE(before);
+        // 2 shards: 4 tensors, 2 shards in place, 1 index: 7 progress calls; kill at each.
+        for (int kill_at = 1; kill_at <= 7; ++kill_at) {
+            CAPTURE(kill_at);
+            const test::TempDir dir;
+            if (before != 0) {
+                io::CheckpointSaveOptions old;
+                old.max_shard_bytes = before == 2 ? 800 : 100;
+                (void)writer_of(older).save(dir.path(), old);
+            }
+            const int status = save_killed_at(dir.path(), fresh, 800, kill_at);
+            REQUIRE(WIFSIGNALED(status));
+            CHECK(WTERMSIG(status) == SIGKILL);
+            for (const auto& name : names_in(dir.path())) {
+                CHECK(name.find(".tmp-") == std::string::npos);  // no temporary left behind
+            }
+            const bool indexed = fs::exists(dir.path() / "model.safetensors.index.json");
+            if (!indexed) {
+                CHECK(before != 4);  // only a save over shards of the same names removes an old index
+                continue;
+            }
+            const bool is_old = holds(dir.path(), older);
+            const bool is_new = holds(dir.path(), fresh);
+            CHECK((is_old || is_new));        // whichever index is there, its shards are whole and its own
+            CHECK(is_new == (kill_at == 7));  // killed after the index was in place: the new checkpoint
+        }
+    }
+}

@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Element conversion (detail/convert.hpp): the one rule table, checked over every pair of element
+// types against a reference computed here in long double, through every format that converts
+// (.npy, safetensors, JSON, and Caffe's float and double), under both rules.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <syncblob/io/caffe.hpp>
+#include <syncblob/io/detail/convert.hpp>
+#include <syncblob/io/json.hpp>
+#include <syncblob/io/npy.hpp>
+#include <syncblob/io/safetensors.hpp>
+
+#include "blob_file_values.hpp"
+#include "tempfile.hpp"
+
+using namespace syncblob;
+using Catch::Matchers::Contains;
+
+namespace {
+
+template <class T>
+inline constexpr bool is_float16 = std::same_as<T, half> || std::same_as<T, bfloat16>;
+
+// The exact value of an element (long double holds every element type's values exactly).
+template <class T>
+long double exact_value(T v) {
+    if constexpr (std::same_as<T, bool>) {
+        return v ? 1.0L : 0.0L;
+    } else if constexpr (is_float16<T>) {
+        return static_cast<long double>(static_cast<float>(v));
+    } else {
+        return static_cast<long double>(v);
+    }
+}
+
+template <class To>
+To largest() {
+    if constexpr (std::same_as<To, half>) {
+        return half(65504.0f);
+    } else if constexpr (std::same_as<To, bfloat16>) {
+        return bfloat16::from_bits(0x7F7F);
+    } else {
+        return std::numeric_limits<To>::max();
+    }
+}
+
+// What the table says for the value x into To: whether it is exact, and what saturating gives.
+template <class To>
+struct Expected {
+    bool exact;
+    To value;
+};
+
+template <class To>
+Expected<To> reference(long double x) {
+    if constexpr (std::same_as<To, bool>) {
+        return {x == 0 || x == 1, x != 0};  // NaN != 0: true, as C++ and NumPy convert it
+    } else if constexpr (std::integral<To>) {
+        constexpr auto lo = std::numeric_limits<To>::min();
+        constexpr auto hi = std::numeric_limits<To>::max();
+        if (std::isnan(x)) {
+            return {false, To{0}};
+        }
+        if (x > static_cast<long double>(hi)) {
+            return {false, hi};
+        }
+        if (x < static_cast<long double>(lo)) {
+            return {false, lo};
+        }
+        const auto t = static_cast<To>(x);  // truncated toward zero
+        return {static_cast<long double>(t) == x, t};
+    } else {
+        To r{};
+        if constexpr (is_float16<To>) {
+            r = To(static_cast<float>(static_cast<double>(x)));
+        } else {
+            r = static_cast<To>(x);
+        }
+        const long double out = exact_value(r);
+        if (std::isfinite(x) && std::isinf(out)) {
+            const To top = largest<To>();
+            if constexpr (is_float16<To>) {
+                return {false, x > 0 ? top : To::from_bits(static_cast<std::uint16_t>(top.bits | 0x8000))};
+            } else {
+                return {false, x > 0 ? top : -top};
+            }
+        }
+        return {true, r};
+    }
+}
+
+template <class T>
+bool same_value(T a, T b) {
+    if constexpr (std::same_as<T, bool> || std::integral<T>) {
+        return a == b;
+    } else {
+        const long double x = exact_value(a);
+        const long double y = exact_value(b);
+        return (std::isnan(x) && std::isnan(y)) || (x == y && std::signbit(x) == std::signbit(y));
+    }
+}
+
+// Values of From that probe every rule: both ends of each type's range and one past them,
+// fractions, NaN, infinities, signed zeros, the float16 limits, 2^53 + 1.
+template <class From>
+std::vector<From> probes() {
+    if constexpr (std::same_as<From, bool>) {
+        return {false, true};
+    } else {
+        const long double inf = std::numeric_limits<long double>::infinity();
+        const std::vector<long double> xs{0.0L,
+                                          -0.0L,
+                                          1,
+                                          -1,
+                                          2,
+                                          0.5L,
+                                          -0.5L,
+                                          2.5L,
+                                          -2.75L,
+                                          127,
+                                          128,
+                                          -128,
+                                          -129,
+                                          255,
+                                          256,
+                                          32767,
+                                          32768,
+                                          -32768,
+                                          -32769,
+                                          65504,
+                                          65519,
+                                          65520,
+                                          65535,
+                                          65536,
+                                          2147483647.0L,
+                                          2147483648.0L,
+                                          -2147483648.0L,
+                                          -2147483649.0L,
+                                          4294967295.0L,
+                                          4294967296.0L,
+                                          9007199254740993.0L,
+                                          9223372036854775807.0L,
+                                          9223372036854775808.0L,
+                                          -9223372036854775808.0L,
+                                          -9223372036854775809.0L,
+                                          18446744073709551615.0L,
+                                          18446744073709551616.0L,
+                                          1e10L,
+                                          3e38L,
+                                          3.5e38L,
+                                          -1e300L,
+                                          1e300L,
+                                          1e-300L,
+                                          std::numeric_limits<long double>::quiet_NaN(),
+                                          inf,
+                                          -inf};
+        std::vector<From> out;
+        for (const long double x : xs) {
+            if constexpr (std::integral<From>) {
+                if (std::isfinite(x) && x == std::trunc(x) &&
+                    x >= static_cast<long double>(std::numeric_limits<From>::min()) &&
+                    x <= static_cast<long double>(std::numeric_limits<From>::max()) && !(x == 0 && std::signbit(x))) {
+                    out.push_back(static_cast<From>(x));
+                }
+            } else if constexpr (is_float16<From>) {
+                out.push_back(From(static_cast<float>(x)));
+            } else {
+                out.push_back(static_cast<From>(x));
+            }
+        }
+        return out;
+    }
+}
+
+template <class T>
+std::string raw_bytes(const std::vector<T>& v) {
+    std::string s(v.size() * sizeof(T), '\0');
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const T x = v[i];
+        std::memcpy(s.data() + i * sizeof(T), &x, sizeof(T));
+    }
+    return s;
+}
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+    return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+template <class From>
+std::string npy_of(const std::vector<From>& v) {
+    std::string header = "{'descr': '" + std::string(io::detail::npy_descr(dtype_of<From>)) +
+                         "', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
+    header.append(64 - (10 + header.size() + 1) % 64, ' ');
+    header += '\n';
+    std::string out = "\x93NUMPY";
+    out += '\x01';
+    out += '\0';
+    out += static_cast<char>(header.size() & 0xFF);
+    out += static_cast<char>(header.size() >> 8);
+    return out + header + raw_bytes(v);
+}
+
+template <class From>
+std::string safetensors_of(const std::vector<From>& v) {
+    io::SafetensorsWriter w;
+    const std::string data = raw_bytes(v);
+    w.add_bytes("x", dtype_of<From>, {static_cast<std::int64_t>(v.size())}, as_bytes(data));
+    return w.header() + data;
+}
+
+template <class From>
+std::string json_of(const std::vector<From>& v) {
+    Blob<From> b{static_cast<std::int64_t>(v.size())};
+    std::copy(v.begin(), v.end(), b.mutable_host_data().begin());
+    return io::to_json(b, io::WriteDiff::never).dump();
+}
+
+template <class From>
+std::string proto_of(const std::vector<From>& v) {
+    Blob<From> b{static_cast<std::int64_t>(v.size())};
+    std::copy(v.begin(), v.end(), b.mutable_host_data().begin());
+    return io::serialize_blob_proto(b);
+}
+
+enum class Format { npy, safetensors, json, caffe };
+
+const char* name_of(Format f) {
+    return f == Format::npy ? "npy" : f == Format::safetensors ? "safetensors" : f == Format::json ? "JSON" : "Caffe";
+}
+
+// Loads `values` of From, written in `format`, into a Blob<To> by `options`.
+template <class To, class From>
+void load_as(Format format, const std::vector<From>& values, Blob<To>& blob, const io::LoadOptions& options) {
+    switch (format) {
+        case Format::npy:
+            io::load_npy(as_bytes(npy_of(values)), "p.npy", blob, options);
+            return;
+        case Format::safetensors: {
+            const std::string bytes = safetensors_of(values);
+            io::SafetensorsFile::from_memory(as_bytes(bytes), "p.safetensors", options).load("x", blob);
+            return;
+        }
+        case Format::json:
+            io::parse_json(json_of(values), blob, options, "p.json");
+            return;
+        case Format::caffe:
+            if constexpr ((std::same_as<From, float> || std::same_as<From, double>)&&(std::same_as<To, float> ||
+                                                                                      std::same_as<To, double>)) {
+                io::parse_blob_proto(proto_of(values), blob, options, "p.pb");
+            }
+            return;
+    }
+}
+
+template <class From, class To>
+bool format_converts(Format f) {
+    if (f == Format::caffe) {
+        return (std::same_as<From, float> || std::same_as<From, double>)&&(std::same_as<To, float> ||
+                                                                           std::same_as<To, double>);
+    }
+    // .npy stores bfloat16 as raw 2-byte values ('<V2'), which convert to nothing else.
+    return f != Format::npy || (!std::same_as<From, bfloat16> && !std::same_as<To, bfloat16>) || std::same_as<From, To>;
+}
+
+// Every probe of From into To, in every format: saturating, all at once; exact, the probes that
+// convert exactly all at once, and those that do not, all at once (refused) and, through .npy
+// (safetensors for bfloat16), one by one: each refused, naming its type, the blob's type and the
+// saturating option.
+template <class From, class To>
+void check_pair() {
+    const std::vector<From> values = probes<From>();
+    std::vector<From> exact;
+    std::vector<From> inexact;
+    for (const From v : values) {
+        const Expected<To> want = reference<To>(exact_value(v));
+        INFO(element_name<From>() << " -> " << element_name<To>() << " of " << static_cast<double>(exact_value(v)));
+        REQUIRE(detail::convert_checked<To>(v).exact == want.exact);
+        (want.exact ? exact : inexact).push_back(v);
+    }
+    for (const Format format : {Format::npy, Format::safetensors, Format::json, Format::caffe}) {
+        if (!format_converts<From, To>(format)) {
+            continue;
+        }
+        INFO(element_name<From>() << " -> " << element_name<To>() << " through " << name_of(format));
+        Blob<To> all;
+        load_as(format, values, all, io::LoadOptions{.convert = true, .saturate = true});
+        REQUIRE(all.count() == static_cast<std::int64_t>(values.size()));
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            INFO("value " << static_cast<double>(exact_value(values[i])));
+            REQUIRE(same_value(all.host_data()[i], reference<To>(exact_value(values[i])).value));
+        }
+        if (!exact.empty()) {
+            Blob<To> some;
+            load_as(format, exact, some, io::LoadOptions{.convert = true});
+            for (std::size_t i = 0; i < exact.size(); ++i) {
+                REQUIRE(same_value(some.host_data()[i], reference<To>(exact_value(exact[i])).value));
+            }
+        }
+        const auto refused = [&](const std::vector<From>& v) {
+            Blob<To> none;
+            const std::string message =
+                test::message_of<FormatError>([&] { load_as(format, v, none, io::LoadOptions{.convert = true}); });
+            REQUIRE_THAT(message, Contains(std::string(element_name<From>())) &&
+                                      Contains(std::string(element_name<To>())) && Contains("LoadOptions::saturate"));
+            REQUIRE_FALSE(none.has_shape());
+        };
+        if (!inexact.empty()) {
+            refused(inexact);
+        }
+        const bool one_by_one =
+            format == Format::npy || (format == Format::safetensors && !format_converts<From, To>(Format::npy));
+        for (std::size_t i = 0; one_by_one && i < inexact.size(); ++i) {
+            INFO("value " << static_cast<double>(exact_value(inexact[i])));
+            refused({inexact[i]});
+        }
+    }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("every pair of element types converts by the one rule table, in every format", "[io][convert]",
+                        test::AllElements) {
+    using From = TestType;
+    std::apply([](auto... to) { (check_pair<From, decltype(to)>(), ...); }, test::AllElements{});
+}
+
+TEST_CASE("a refused conversion names the element, its value and what saturating would give", "[io][convert]") {
+    const std::vector<std::int64_t> v{5, 7, -1};
+    Blob<std::uint8_t> u;
+    CHECK(test::message_of<FormatError>([&] { load_as(Format::npy, v, u, io::LoadOptions{.convert = true}); }) ==
+          "p.npy: data at byte 128, element 2: value -1 (I64) is out of the range of U8 [0, 255]; "
+          "LoadOptions::saturate would load it as 0");
+    CHECK_THAT(test::message_of<FormatError>(
+                   [&] { load_as(Format::json, std::vector<double>{0.5}, u, io::LoadOptions{.convert = true}); }),
+               Contains("p.json: data[0]: value 0.5 (F64) is not a whole number, which U8 needs"));
+    Blob<std::int32_t> i;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   load_as(Format::safetensors, std::vector<float>{1.0f, std::numeric_limits<float>::quiet_NaN()}, i,
+                           io::LoadOptions{.convert = true});
+               }),
+               Contains("p.safetensors: tensor \"x\" at byte") && Contains("element 1: value nan (F32) is NaN"));
+    Blob<float> f;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   load_as(Format::caffe, std::vector<double>{1, -1e300}, f, io::LoadOptions{.convert = true});
+               }),
+               Contains("p.pb: offset") && Contains("BlobProto.double_data (field 8) value 1") &&
+                   Contains("value -1e+300 (F64) overflows F32") && Contains("would load it as -3.4028235e+38"));
+    Blob<bool> b;
+    CHECK_THAT(test::message_of<FormatError>([&] {
+                   load_as(Format::npy, std::vector<std::int8_t>{1, 0, 2}, b, io::LoadOptions{.convert = true});
+               }),
+               Contains("element 2: value 2 (I8) is neither 0 nor 1, which BOOL needs"));
+}
+
+TEST_CASE("convert_elements stops at the first refused element and reads unaligned input", "[io][convert]") {
+    unsigned char raw[1 + 3 * 8];
+    const std::int64_t values[] = {3, 0x1'0000'0005, -1};
+    std::memcpy(raw + 1, values, sizeof values);
+    std::uint32_t out[3] = {9, 9, 9};
+    CHECK(io::detail::convert_elements(Dtype::I64, raw + 1, 3, out, io::detail::ConvertRule::exact) == 1);
+    CHECK(out[0] == 3u);
+    CHECK(out[1] == 9u);  // not written
+    CHECK(io::detail::convert_elements(Dtype::I64, raw + 1, 3, out, io::detail::ConvertRule::saturate) == 3);
+    CHECK(out[1] == 0xFFFFFFFFu);
+    CHECK(out[2] == 0u);
+}
+
+TEST_CASE("the rule table is constexpr", "[io][convert]") {
+    static_assert(detail::convert_checked<std::uint8_t>(std::int64_t{-1}).value == 0);
+    static_assert(!detail::convert_checked<std::uint8_t>(std::int64_t{-1}).exact);
+    static_assert(detail::convert_checked<std::int32_t>(2.0).exact);
+    static_assert(detail::convert_checked<std::int32_t>(-2.75f).value == -2);
+    static_assert(detail::convert_checked<std::int64_t>(1e19).value == std::numeric_limits<std::int64_t>::max());
+    static_assert(detail::convert_checked<half>(1e300).value.bits == 0x7BFF);
+    static_assert(detail::convert_checked<float>(half(0.5f)).value == 0.5f);
+    static_assert(detail::convert_checked<bool>(std::uint16_t{2}).value);
+    static_assert(!detail::convert_checked<bool>(std::uint16_t{2}).exact);
+    SUCCEED("checked at compile time");
+}
