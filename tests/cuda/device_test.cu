@@ -308,6 +308,7 @@ TEST_CASE("a pull on another stream waits for device math still queued on the bl
     blob.set_stream(compute);
     std::fill_n(blob.mutable_host_data().data(), big, 1.0f);
     (void)blob.mutable_device_data();  // uploaded (synchronously): the device side is fresh
+    warm_up(compute);
     delay(compute, 50);
     syncblob::scale_data(blob, 3.0f);  // queued on `compute` behind the delay
     blob.data_buffer()->pull_to_host_async(copies);
@@ -323,6 +324,7 @@ TEST_CASE("device math waits for a push still queued on another stream", "[cuda]
     blob.set_stream(compute);
     (void)blob.mutable_device_data();  // a zero-filled device block
     std::fill_n(blob.mutable_host_data().data(), big, 2.0f);
+    warm_up(compute);
     delay(copies, 50);
     blob.data_buffer()->push_to_device_async(copies);  // lands after the delay
     syncblob::scale_data(blob, 5.0f);                  // must wait for it, or it scales the zeros
@@ -340,6 +342,8 @@ TEST_CASE("a device copy between blobs on two streams waits for the source's str
     target.set_stream(second);
     std::fill_n(source.mutable_host_data().data(), big, 1.0f);
     (void)source.mutable_device_data();
+    (void)target.mutable_device_data();  // allocated before the delay
+    warm_up(first);
     delay(first, 50);
     syncblob::scale_data(source, 7.0f);
     target.copy_from(source);  // device to device, on `second`
@@ -361,7 +365,8 @@ TEST_CASE("element-wise kernels reach every element past the first grid (the gri
     CHECK(std::count(got.begin(), got.end() - 1, 3.0f) == n);
     CHECK(got.back() == 0.0f);  // nothing past n
     // a reduction's threads stride too: exact against the host's replay of its order
-    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == sd::emulate_reduce(sd::reduce_at(sm::Asum{}, got.data()), n));
+    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) ==
+          sd::emulate_reduce(sd::reduce_at(sm::Asum{}, got.data()), n));
 }
 
 TEST_CASE("kernels index past 2^31 elements with 64-bit indices", "[cuda][kernels]") {
