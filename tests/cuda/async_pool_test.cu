@@ -175,6 +175,24 @@ TEST_CASE("AsyncPool: Blob<float, cuda::AsyncAllocator> goes to the device, thro
     // [async-blob]
 }
 
+TEST_CASE("AsyncPool: allocate and deallocate, for users whose streams are unknown, wait for the device",
+          "[cuda][pool][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(syncblob::cuda::Device);
+    if (!pools_supported()) {
+        return;
+    }
+    const FreshPool pool;
+    const syncblob::cuda::Stream stream;
+    // allocate: on the default stream, then waited for, so the block is usable from any stream
+    delay(AsyncPool::default_stream(), 50);
+    void* p = AsyncPool::allocate(mib);
+    CHECK(cudaStreamQuery(AsyncPool::default_stream()) == cudaSuccess);
+    // deallocate (a DLPack holder's free): after all work on the device, whichever stream it is on
+    delay(stream, 50);
+    AsyncPool::deallocate(p, mib);
+    CHECK(cudaStreamQuery(stream) == cudaSuccess);
+}
+
 TEST_CASE("AsyncPool: a blob's block is freed on its stream while its kernels still run, and reused there",
           "[cuda][pool][streams]") {
     SYNCBLOB_REQUIRE_DEVICE(syncblob::cuda::Device);
@@ -190,11 +208,12 @@ TEST_CASE("AsyncPool: a blob's block is freed on its stream while its kernels st
     // Both sides pooled: a cuda::AsyncAllocator blob's host block is freed by cudaFreeHost, which
     // waits for the whole device (docs/allocators.md), and would hide the free's stream order.
     using PooledBlob = syncblob::Blob<float, syncblob::cuda::PooledAllocator>;
+    const void* freed = nullptr;
     {
         PooledBlob blob({n});
         blob.set_stream(stream);
         blob.fill(1.0f);
-        (void)blob.mutable_device_data();
+        freed = blob.mutable_device_data();
         delay(stream, 50);
         syncblob::scale_data(blob, 3.0f);  // queued behind the delay
         REQUIRE(cudaMemcpyAsync(out.data, blob.device_data(), bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
@@ -203,7 +222,8 @@ TEST_CASE("AsyncPool: a blob's block is freed on its stream while its kernels st
     (void)cudaGetLastError();
     PooledBlob next({n});
     next.set_stream(stream);
-    (void)next.mutable_device_data();  // the same stream may take the block back: zero-filled after the copy
+    // the same stream takes the block back (zero-filled after the copy): the free was stream-ordered
+    CHECK(next.mutable_device_data() == freed);
     stream.synchronize();
     const auto* values = static_cast<const float*>(out.data);
     CHECK(std::count(values, values + n, 3.0f) == n);

@@ -300,6 +300,36 @@ bool device_memory_for(std::size_t bytes) {
 
 }  // namespace
 
+// The calls that promise the host waited: each behind a 50 ms kernel, then the stream must be idle.
+TEST_CASE("cuda::Stream::synchronize, cuda::Event::synchronize and Device's copy and fill return when done",
+          "[cuda][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const syncblob::cuda::Stream stream;
+    const auto idle = [&] { return cudaStreamQuery(stream) == cudaSuccess; };
+    void* block = Device::allocate(1 << 20);
+    const syncblob::HostBlock pinned =
+        syncblob::cuda::PinnedAllocator::allocate(1 << 20);  // a copy the host need not wait for
+    auto* host = static_cast<unsigned char*>(pinned.data);
+    std::fill_n(host, 1 << 20, 7);
+    delay(stream, 50);
+    REQUIRE_FALSE(idle());  // the delay holds the stream back
+    stream.synchronize();
+    CHECK(idle());
+    delay(stream, 50);
+    auto event = syncblob::cuda::Event::record(stream);
+    event.synchronize();
+    CHECK(idle());
+    delay(stream, 50);
+    Device::fill(block, 0, 1 << 20, stream);  // DeviceBackend: finished when it returns
+    CHECK(idle());
+    delay(stream, 50);
+    Device::copy(host, block, 1 << 20, syncblob::CopyKind::device_to_host, stream);
+    CHECK(idle());
+    CHECK(std::count(host, host + (1 << 20), 0) == 1 << 20);
+    syncblob::cuda::PinnedAllocator::deallocate(pinned);
+    Device::deallocate(block, 1 << 20);
+}
+
 TEST_CASE("a pull on another stream waits for device math still queued on the blob's stream", "[cuda][streams]") {
     SYNCBLOB_REQUIRE_DEVICE(Device);
     const syncblob::cuda::Stream compute;
