@@ -6,6 +6,9 @@ Usage:
                                                     JSON) into one compact results file
   report.py LABEL=FILE.json [LABEL=FILE.json ...]    tables from results files (or from one Google
                                                     Benchmark JSON file each) > table.md
+  report.py compare OLD_A.json OLD_B.json NEW.json   a change against the noise: every syncblob cell
+                                                    (one core: "1t"; one or two cores: "best") of NEW
+                                                    against two runs of the old code, A and B
 
 A row's ratio in one run is its "ratio" counter: the median, over rounds of alternating batches, of
 the baseline's time per call over the row's; for a row measured in pieces (bench_math --spread, as
@@ -279,9 +282,49 @@ def tables(args):
     return out
 
 
+def compare(old_a, old_b, new):
+    """A change against the noise of the old code: per table (one core, the faster of one or two
+    cores), the spread between the old runs A and B (|A - B|: its median and 95th percentile over
+    the table's cells), NEW against the mean of A and B, and the cells of NEW that are slower than
+    both old runs by more than that table's 95th percentile of |A - B| (as ratios to the limit)."""
+    runs = [{k: statistics.median(v) for k, v in load_runs(p)[1].items()} for p in (old_a, old_b, new)]
+    a, b, n = runs
+    out = []
+    for threads, title in (("1t", "one core"), ("best", "one or two cores (the faster limit)")):
+        keys = sorted(k for k in a if k[2] == "syncblob" and k[3] == threads and k[0] in OPS and k in b and k in n)
+        if not keys:
+            continue
+        noise = sorted(abs(a[k] - b[k]) for k in keys)
+        p95 = noise[min(len(noise) - 1, int(0.95 * len(noise)))]
+        change = [n[k] - (a[k] + b[k]) / 2 for k in keys]
+        slower = [(k, n[k], a[k], b[k]) for k in keys if n[k] < min(a[k], b[k]) - p95]
+        out += [f"### {title}: {len(keys)} cells", "",
+                f"- old A against old B: median |A - B| {statistics.median(noise):.3f}, 95th percentile {p95:.3f}, "
+                f"largest {noise[-1]:.3f}",
+                f"- new against the mean of A and B: median {statistics.median(change):+.3f}, "
+                f"smallest {min(change):+.3f}, largest {max(change):+.3f}",
+                f"- new slower than both A and B by more than {p95:.3f}: {len(slower)} cells" +
+                ("" if not slower else ": " + "; ".join(f"{op} {typ} 2^{log2(size)} {v:.2f} (A {x:.2f}, B {y:.2f})"
+                                                        for (op, typ, _, _, size), v, x, y in slower)), ""]
+        out.append("| op | type | " + " | ".join(f"2^{log2(s)}" for s in sorted({k[4] for k in keys})) + " |")
+        out.append("|---|---|" + "---:|" * len({k[4] for k in keys}))
+        for op in OPS:
+            for typ in ("f32", "f64"):
+                cells = []
+                for size in sorted({k[4] for k in keys}):
+                    k = (op, typ, "syncblob", threads, size)
+                    cells.append("–" if k not in n else f"{n[k] - (a[k] + b[k]) / 2:+.2f}")
+                out.append(f"| {op} | {typ} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "merge":
         merge(sys.argv[2], sys.argv[3:])
+        return
+    if len(sys.argv) == 5 and sys.argv[1] == "compare":
+        print("\n".join(compare(*sys.argv[2:])))
         return
     if len(sys.argv) < 2 or any("=" not in a for a in sys.argv[1:]):
         sys.exit(__doc__)

@@ -28,13 +28,34 @@
 #include "core/element.hpp"
 #include "core/error.hpp"
 #include "core/shape.hpp"
-#include "math/detail/portable_kernels.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
+namespace detail {
+template <class T>
+struct eigen_scalar {
+    using type = T;
+};
+template <>
+struct eigen_scalar<half> {
+    using type = Eigen::half;
+};
+template <>
+struct eigen_scalar<bfloat16> {
+    using type = Eigen::bfloat16;
+};
+}  // namespace detail
+
+static_assert(sizeof(Eigen::half) == sizeof(half) && alignof(Eigen::half) == alignof(half) &&
+                  std::is_trivially_copyable_v<Eigen::half> && std::is_standard_layout_v<Eigen::half>,
+              "syncblob::half must be bit-identical to Eigen::half");
+static_assert(sizeof(Eigen::bfloat16) == sizeof(bfloat16) && alignof(Eigen::bfloat16) == alignof(bfloat16) &&
+                  std::is_trivially_copyable_v<Eigen::bfloat16> && std::is_standard_layout_v<Eigen::bfloat16>,
+              "syncblob::bfloat16 must be bit-identical to Eigen::bfloat16");
+
 /// Eigen's scalar for a syncblob element type: `T`, or Eigen::half / Eigen::bfloat16.
 template <Element T>
-using eigen_scalar_t = math::detail::eigen_scalar_t<T>;
+using eigen_scalar_t = typename detail::eigen_scalar<T>::type;
 
 /// A column vector view of `count()` elements.
 template <Element T>

@@ -15,6 +15,8 @@
 #include <syncblob/core/hardware.hpp>
 #include <syncblob/core/thread_pool.hpp>
 
+#include "child_process.hpp"
+
 namespace parallel = syncblob::parallel;
 
 namespace {
@@ -23,16 +25,10 @@ namespace {
 // exit status, or -1 when it did not exit normally.
 template <class Child>
 int in_child(const Child& child) {
-    const pid_t pid = fork();
-    if (pid == 0) {
+    return test::exit_status_of_child([&] {
         alarm(20);
-        _exit(child());
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-        return -1;
-    }
-    return WEXITSTATUS(status);
+        return child();
+    });
 }
 
 // 0 when `parts` parts each ran once on a fresh call, else 1.

@@ -27,6 +27,7 @@ namespace {
 
 using syncblob::cuda::AsyncPool;
 using syncblob_cuda_test::delay;
+using syncblob_cuda_test::warm_up;
 using GpuBlob = syncblob::Blob<float, syncblob::cuda::AsyncAllocator>;
 
 constexpr std::size_t mib = std::size_t{1} << 20;
@@ -137,6 +138,14 @@ TEST_CASE("AsyncPool: empty_cache returns the cached memory to the system", "[cu
     CHECK(s.cached_bytes == 0);
     CHECK(s.system_frees == pool.before().system_frees + 1);
     CHECK(s.peak_reserved_bytes >= 16 * mib);
+
+    // A free still queued behind other work: empty_cache waits for it, then gives the memory back.
+    void* q = AsyncPool::allocate_async(16 * mib, stream);
+    delay(stream, 50);
+    AsyncPool::deallocate_async(q, 16 * mib, stream);
+    AsyncPool::empty_cache();
+    CHECK(AsyncPool::stats().reserved_bytes == 0);
+    CHECK(AsyncPool::stats().system_frees == pool.before().system_frees + 2);
 }
 
 TEST_CASE("AsyncPool: Blob<float, cuda::AsyncAllocator> goes to the device, through math, and back",
@@ -166,6 +175,24 @@ TEST_CASE("AsyncPool: Blob<float, cuda::AsyncAllocator> goes to the device, thro
     // [async-blob]
 }
 
+TEST_CASE("AsyncPool: allocate and deallocate, for users whose streams are unknown, wait for the device",
+          "[cuda][pool][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(syncblob::cuda::Device);
+    if (!pools_supported()) {
+        return;
+    }
+    const FreshPool pool;
+    const syncblob::cuda::Stream stream;
+    // allocate: on the default stream, then waited for, so the block is usable from any stream
+    delay(AsyncPool::default_stream(), 50);
+    void* p = AsyncPool::allocate(mib);
+    CHECK(cudaStreamQuery(AsyncPool::default_stream()) == cudaSuccess);
+    // deallocate (a DLPack holder's free): after all work on the device, whichever stream it is on
+    delay(stream, 50);
+    AsyncPool::deallocate(p, mib);
+    CHECK(cudaStreamQuery(stream) == cudaSuccess);
+}
+
 TEST_CASE("AsyncPool: a blob's block is freed on its stream while its kernels still run, and reused there",
           "[cuda][pool][streams]") {
     SYNCBLOB_REQUIRE_DEVICE(syncblob::cuda::Device);
@@ -177,20 +204,26 @@ TEST_CASE("AsyncPool: a blob's block is freed on its stream while its kernels st
     constexpr std::int64_t n = std::int64_t{8} << 20;  // 32 MiB of floats
     constexpr std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
     const syncblob::HostBlock out = syncblob::cuda::PinnedAllocator::allocate(bytes);
+    warm_up(stream);
+    // Both sides pooled: a cuda::AsyncAllocator blob's host block is freed by cudaFreeHost, which
+    // waits for the whole device (docs/allocators.md), and would hide the free's stream order.
+    using PooledBlob = syncblob::Blob<float, syncblob::cuda::PooledAllocator>;
+    const void* freed = nullptr;
     {
-        GpuBlob blob({n});
+        PooledBlob blob({n});
         blob.set_stream(stream);
         blob.fill(1.0f);
-        (void)blob.mutable_device_data();
+        freed = blob.mutable_device_data();
         delay(stream, 50);
         syncblob::scale_data(blob, 3.0f);  // queued behind the delay
         REQUIRE(cudaMemcpyAsync(out.data, blob.device_data(), bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess);
     }  // the block is freed on `stream`: the host does not wait for the delay
     CHECK(cudaStreamQuery(stream) == cudaErrorNotReady);
     (void)cudaGetLastError();
-    GpuBlob next({n});
+    PooledBlob next({n});
     next.set_stream(stream);
-    (void)next.mutable_device_data();  // the same stream may take the block back: zero-filled after the copy
+    // the same stream takes the block back (zero-filled after the copy): the free was stream-ordered
+    CHECK(next.mutable_device_data() == freed);
     stream.synchronize();
     const auto* values = static_cast<const float*>(out.data);
     CHECK(std::count(values, values + n, 3.0f) == n);

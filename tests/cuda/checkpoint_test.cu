@@ -2,7 +2,8 @@
 // Checkpoint loads into a cuda::Device arena, one CUDA translation unit built by nvcc: a float
 // checkpoint through pinned staging with one copy per chunk, and a BF16 checkpoint into a float arena
 // converted by kernels on the GPU (checkpoint/cuda.cuh), each value checked on the host against the
-// host's conversion. Without a usable device each test prints "skipped: no CUDA device (...)".
+// host's conversion. Without a usable device each test prints "skipped: no CUDA device (...)" (and fails
+// under SYNCBLOB_REQUIRE_GPU=1).
 #if !defined(__CUDACC__)
 #error "checkpoint_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
 #endif
@@ -18,26 +19,17 @@
 #include <syncblob/cuda/runtime.hpp>
 
 #include "../checkpoint/checkpoint_support.hpp"
+#include "cuda_test_device.hpp"
 
 namespace {
 
 namespace sb = syncblob;
 using GpuArena = sb::checkpoint::CheckpointArena<float, sb::cuda::Allocator>;
 
-bool have_device() {
-    if (auto reason = sb::cuda::no_device_reason()) {
-        std::cout << "skipped: no CUDA device (" << *reason << ")\n";
-        return false;
-    }
-    return true;
-}
-
 }  // namespace
 
 TEST_CASE("checkpoint: a float checkpoint streams onto the GPU, one copy per chunk", "[cuda][checkpoint]") {
-    if (!have_device()) {
-        return;
-    }
+    SYNCBLOB_REQUIRE_DEVICE(sb::cuda::Device);
     const test::TempDir dir;
     const auto blobs = test::transformer_blobs(8, 64);
     const auto ckpt = test::save_checkpoint(dir.path(), blobs, 40000);
@@ -53,9 +45,7 @@ TEST_CASE("checkpoint: a float checkpoint streams onto the GPU, one copy per chu
 }
 
 TEST_CASE("checkpoint: a BF16 checkpoint converts into a float arena on the GPU", "[cuda][checkpoint]") {
-    if (!have_device()) {
-        return;
-    }
+    SYNCBLOB_REQUIRE_DEVICE(sb::cuda::Device);
     const test::TempDir dir;
     const auto blobs = test::transformer_blobs(4, 64);
     const auto ckpt = test::save_checkpoint<sb::bfloat16>(dir.path(), blobs, 40000);

@@ -55,6 +55,7 @@ using syncblob::accumulator_t;
 using syncblob::cuda::Device;
 using namespace syncblob_cuda_test;
 namespace sd = syncblob::cuda::detail;
+namespace sm = syncblob::math::detail;
 
 /// n elements of T in device memory, freed with the object.
 template <class T>
@@ -113,18 +114,18 @@ void check_reductions(std::int64_t n) {
     const DeviceArray<T> x(hx);
     const DeviceArray<T> y(hy);
     // the device sums the same terms as the host, in an order the host replays (bound: any order)
-    const A host_abs = sd::emulate_reduce(sd::AbsTerm<T>{hx.data()}, n);
-    const A host_sq = sd::emulate_reduce(sd::SquareTerm<T>{hx.data()}, n);
-    const A host_dot = sd::emulate_reduce(sd::ProductTerm<T>{hx.data(), hy.data()}, n);
+    const A host_abs = sd::emulate_reduce(sd::reduce_at(sm::Asum{}, hx.data()), n);
+    const A host_sq = sd::emulate_reduce(sd::reduce_at(sm::Sumsq{}, hx.data()), n);
+    const A host_dot = sd::emulate_reduce(sd::reduce_at(sm::Dot{}, hx.data(), hy.data()), n);
     double abs_dot = 0;
     for (std::size_t i = 0; i < hx.size(); ++i) {
         abs_dot += std::fabs(as_double(hx[i]) * as_double(hy[i]));
     }
     // cuBLAS (float and double) sums in an order of its own: bounded by the error of any order
     const double b = 2 * relative_bound<T>(n);
-    CHECK(std::fabs(Kernels::asum(x.get(), n, nullptr) - host_abs) <= b * host_abs);
-    CHECK(std::fabs(Kernels::sumsq(x.get(), n, nullptr) - host_sq) <= b * host_sq);
-    CHECK(std::fabs(Kernels::dot(x.get(), y.get(), n, nullptr) - host_dot) <= b * abs_dot);
+    CHECK(std::fabs(Kernels::reduce(sm::Asum{}, n, nullptr, x.get()) - host_abs) <= b * host_abs);
+    CHECK(std::fabs(Kernels::reduce(sm::Sumsq{}, n, nullptr, x.get()) - host_sq) <= b * host_sq);
+    CHECK(std::fabs(Kernels::reduce(sm::Dot{}, n, nullptr, x.get(), y.get()) - host_dot) <= b * abs_dot);
     // the custom kernels (every floating type; half and bfloat16's only path) sum in the order the
     // host replays: the same bits, not merely close
     CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == host_abs);
@@ -144,21 +145,21 @@ void check_updates(std::int64_t n, bool custom) {
     const DeviceArray<T> x(hx);
     DeviceArray<T> y(hy);
     auto expected = hy;
-    sd::for_each_on_host(sd::SubtractAt<T>{expected.data(), hx.data()}, n);
+    sd::for_each_on_host(sd::transform_at(sm::Sub{}, expected.data(), hx.data()), n);
     if (custom) {
         syncblob::cuda::kernels::sub(y.get(), x.get(), n, nullptr);
     } else {
-        Kernels::sub(y.get(), x.get(), n, nullptr);
+        Kernels::transform(sm::Sub{}, n, nullptr, y.get(), x.get());
     }
     std::vector<T> got = y.download();
     for (std::size_t i = 0; i < got.size(); ++i) {
         REQUIRE(same_value(got[i], expected[i]));
     }
-    sd::for_each_on_host(sd::ScaleAt<T>{expected.data(), A(-1.5)}, n);
+    sd::for_each_on_host(sd::transform_at(sm::Scale<A>{A(-1.5)}, expected.data()), n);
     if (custom) {
         syncblob::cuda::kernels::scale(y.get(), A(-1.5), n, nullptr);
     } else {
-        Kernels::scale(y.get(), A(-1.5), n, nullptr);
+        Kernels::transform(sm::Scale<A>{A(-1.5)}, n, nullptr, y.get());
     }
     got = y.download();
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -243,7 +244,8 @@ TEST_CASE("a GPU blob goes to the device, is scaled there, and comes back", "[cu
     for (std::size_t i = 0; i < data.size(); ++i) {
         data[i] = syncblob::half(static_cast<float>(i) - 7.0f);
     }
-    syncblob::DeviceKernels<Device>::scale(blob.mutable_device_data(), 0.5f, blob.count(), blob.stream());
+    syncblob::DeviceKernels<Device>::transform(sm::Scale<float>{0.5f}, blob.count(), blob.stream(),
+                                               blob.mutable_device_data());
     const auto back = blob.host_data();
     for (std::size_t i = 0; i < back.size(); ++i) {
         REQUIRE(static_cast<float>(back[i]) == (static_cast<float>(i) - 7.0f) * 0.5f);
@@ -298,6 +300,36 @@ bool device_memory_for(std::size_t bytes) {
 
 }  // namespace
 
+// The calls that promise the host waited: each behind a 50 ms kernel, then the stream must be idle.
+TEST_CASE("cuda::Stream::synchronize, cuda::Event::synchronize and Device's copy and fill return when done",
+          "[cuda][streams]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const syncblob::cuda::Stream stream;
+    const auto idle = [&] { return cudaStreamQuery(stream) == cudaSuccess; };
+    void* block = Device::allocate(1 << 20);
+    const syncblob::HostBlock pinned =
+        syncblob::cuda::PinnedAllocator::allocate(1 << 20);  // a copy the host need not wait for
+    auto* host = static_cast<unsigned char*>(pinned.data);
+    std::fill_n(host, 1 << 20, 7);
+    delay(stream, 50);
+    REQUIRE_FALSE(idle());  // the delay holds the stream back
+    stream.synchronize();
+    CHECK(idle());
+    delay(stream, 50);
+    auto event = syncblob::cuda::Event::record(stream);
+    event.synchronize();
+    CHECK(idle());
+    delay(stream, 50);
+    Device::fill(block, 0, 1 << 20, stream);  // DeviceBackend: finished when it returns
+    CHECK(idle());
+    delay(stream, 50);
+    Device::copy(host, block, 1 << 20, syncblob::CopyKind::device_to_host, stream);
+    CHECK(idle());
+    CHECK(std::count(host, host + (1 << 20), 0) == 1 << 20);
+    syncblob::cuda::PinnedAllocator::deallocate(pinned);
+    Device::deallocate(block, 1 << 20);
+}
+
 TEST_CASE("a pull on another stream waits for device math still queued on the blob's stream", "[cuda][streams]") {
     SYNCBLOB_REQUIRE_DEVICE(Device);
     const syncblob::cuda::Stream compute;
@@ -306,6 +338,7 @@ TEST_CASE("a pull on another stream waits for device math still queued on the bl
     blob.set_stream(compute);
     std::fill_n(blob.mutable_host_data().data(), big, 1.0f);
     (void)blob.mutable_device_data();  // uploaded (synchronously): the device side is fresh
+    warm_up(compute);
     delay(compute, 50);
     syncblob::scale_data(blob, 3.0f);  // queued on `compute` behind the delay
     blob.data_buffer()->pull_to_host_async(copies);
@@ -321,6 +354,7 @@ TEST_CASE("device math waits for a push still queued on another stream", "[cuda]
     blob.set_stream(compute);
     (void)blob.mutable_device_data();  // a zero-filled device block
     std::fill_n(blob.mutable_host_data().data(), big, 2.0f);
+    warm_up(compute);
     delay(copies, 50);
     blob.data_buffer()->push_to_device_async(copies);  // lands after the delay
     syncblob::scale_data(blob, 5.0f);                  // must wait for it, or it scales the zeros
@@ -338,6 +372,8 @@ TEST_CASE("a device copy between blobs on two streams waits for the source's str
     target.set_stream(second);
     std::fill_n(source.mutable_host_data().data(), big, 1.0f);
     (void)source.mutable_device_data();
+    (void)target.mutable_device_data();  // allocated before the delay
+    warm_up(first);
     delay(first, 50);
     syncblob::scale_data(source, 7.0f);
     target.copy_from(source);  // device to device, on `second`
@@ -359,7 +395,8 @@ TEST_CASE("element-wise kernels reach every element past the first grid (the gri
     CHECK(std::count(got.begin(), got.end() - 1, 3.0f) == n);
     CHECK(got.back() == 0.0f);  // nothing past n
     // a reduction's threads stride too: exact against the host's replay of its order
-    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == sd::emulate_reduce(sd::AbsTerm<float>{got.data()}, n));
+    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) ==
+          sd::emulate_reduce(sd::reduce_at(sm::Asum{}, got.data()), n));
 }
 
 TEST_CASE("kernels index past 2^31 elements with 64-bit indices", "[cuda][kernels]") {

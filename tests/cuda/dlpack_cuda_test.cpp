@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // DLPack with cuda::Device blobs (host compiler): the device side is kDLCUDA memory on the blob's
 // device, the host side (pinned, or pageable without a driver) is CPU memory. The device tests
-// print "skipped: no CUDA device (...)" where there is none; the rest runs everywhere.
+// print "skipped: no CUDA device (...)" where there is none (and fail under SYNCBLOB_REQUIRE_GPU=1);
+// the rest runs everywhere.
 
 #include <catch2/catch.hpp>
 
@@ -9,6 +10,8 @@
 #include <syncblob/cuda/allocator.hpp>
 #include <syncblob/cuda/runtime.hpp>
 #include <syncblob/interop/dlpack.hpp>
+
+#include "cuda_test_device.hpp"
 
 using namespace syncblob;
 namespace dl = syncblob::dlpack;
@@ -48,10 +51,7 @@ TEST_CASE("dlpack cuda: device memory without a usable device is refused, and re
 }
 
 TEST_CASE("dlpack cuda: the device side is CUDA memory on the blob's device, both ways", "[cuda][dlpack]") {
-    if (auto reason = cuda::no_device_reason()) {
-        std::cout << "skipped: no CUDA device (" << *reason << ")\n";
-        return;
-    }
+    SYNCBLOB_REQUIRE_DEVICE(cuda::Device);
     Blob<float, cuda::Allocator> blob{5};
     blob.fill(3.0f);
     dl::DLManagedTensorVersioned* t = dl::to_dlpack(blob, dl::Side::device);

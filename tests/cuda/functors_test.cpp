@@ -18,6 +18,7 @@
 #include "kernel_test_values.hpp"
 
 namespace sd = syncblob::cuda::detail;
+namespace sm = syncblob::math::detail;
 using syncblob::accumulator_t;
 using syncblob::bfloat16;
 using syncblob::half;
@@ -57,19 +58,20 @@ TEMPLATE_LIST_TEST_CASE("reduction terms and their device-order sum match the ho
     CAPTURE(n);
     const auto x = test_values<T>(n, 1);
     const auto y = test_values<T>(n, 2);
-    const sd::AbsTerm<T> abs_term{x.data()};
-    const sd::SquareTerm<T> square_term{x.data()};
-    const sd::ProductTerm<T> product_term{x.data(), y.data()};
-    static_assert(std::same_as<sd::term_value_t<sd::AbsTerm<T>>, A>);
+    // each operation's body as the kernels run it: term(sum, i) adds element i's term to sum
+    const auto abs_term = sd::reduce_at(sm::Asum{}, x.data());
+    const auto square_term = sd::reduce_at(sm::Sumsq{}, x.data());
+    const auto product_term = sd::reduce_at(sm::Dot{}, x.data(), y.data());
+    static_assert(std::same_as<sd::term_value_t<decltype(abs_term)>, A>);
 
     double abs_ref = 0, square_ref = 0, product_ref = 0, abs_terms = 0, product_terms = 0;
     for (std::int64_t i = 0; i < n; ++i) {
         const double xi = as_double(x[static_cast<std::size_t>(i)]);
         const double yi = as_double(y[static_cast<std::size_t>(i)]);
         // each term is exact
-        REQUIRE(static_cast<double>(abs_term(i)) == std::fabs(xi));
-        REQUIRE(static_cast<double>(square_term(i)) == xi * xi);
-        REQUIRE(static_cast<double>(product_term(i)) == xi * yi);
+        REQUIRE(static_cast<double>(abs_term(A{0}, i)) == std::fabs(xi));
+        REQUIRE(static_cast<double>(square_term(A{0}, i)) == xi * xi);
+        REQUIRE(static_cast<double>(product_term(A{0}, i)) == xi * yi);
         abs_ref += std::fabs(xi);
         square_ref += xi * xi;
         product_ref += xi * yi;
@@ -94,7 +96,7 @@ TEMPLATE_LIST_TEST_CASE("element-wise bodies match the host reference", "[cuda][
     const auto y0 = test_values<T>(n, 4);
 
     auto y = y0;
-    sd::for_each_on_host(sd::SubtractAt<T>{y.data(), x.data()}, n);
+    sd::for_each_on_host(sd::transform_at(sm::Sub{}, y.data(), x.data()), n);
     for (std::size_t i = 0; i < y.size(); ++i) {
         // the difference is exact in double; rounding it to T is the reference
         const T expected = static_cast<T>(static_cast<A>(as_double(y0[i]) - as_double(x[i])));
@@ -102,7 +104,7 @@ TEMPLATE_LIST_TEST_CASE("element-wise bodies match the host reference", "[cuda][
     }
     for (const double alpha : {0.5, -1.5, 3.0, 0.0}) {
         auto z = x;
-        sd::for_each_on_host(sd::ScaleAt<T>{z.data(), static_cast<A>(alpha)}, n);
+        sd::for_each_on_host(sd::transform_at(sm::Scale<A>{static_cast<A>(alpha)}, z.data()), n);
         for (std::size_t i = 0; i < z.size(); ++i) {
             const T expected = static_cast<T>(static_cast<A>(as_double(x[i]) * alpha));
             REQUIRE(as_double(z[i]) == as_double(expected));

@@ -22,6 +22,7 @@
 #include <syncblob/cuda/allocator.hpp>
 
 #include "cuda_test_device.hpp"
+#include "stream_delay.cuh"
 
 namespace sb = syncblob;
 using Arena = sb::ParameterArena<float, sb::cuda::Allocator>;
@@ -75,6 +76,24 @@ void expect(bool ok, std::string& failures, const std::string& what) {
 }
 
 }  // namespace
+
+TEST_CASE("nccl: the host's wait for an operation returns once its stream's work is done", "[cuda][nccl]") {
+    SYNCBLOB_REQUIRE_DEVICE(sb::cuda::Device);
+    const auto failures = on_every_device([&](int, int, ncclComm_t comm, std::string& failed) {
+        const sb::cuda::Stream stream;
+        int khz = 0;
+        expect(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, sb::cuda::current_device()) == cudaSuccess, failed,
+               "the clock rate");
+        syncblob_cuda_test::spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * 50);  // 50 ms
+        expect(cudaStreamQuery(stream) == cudaErrorNotReady, failed, "the stream is held back");
+        sb::nccl::detail::finish(stream, comm, std::nullopt, "test", "the delay");
+        expect(cudaStreamQuery(stream) == cudaSuccess, failed, "finish returned before the stream's work was done");
+    });
+    for (const auto& f : failures) {
+        INFO(f);
+        CHECK(f.empty());
+    }
+}
 
 TEST_CASE("nccl::allreduce_diff sums and averages in device memory", "[cuda][nccl]") {
     SYNCBLOB_REQUIRE_DEVICE(sb::cuda::Device);

@@ -195,13 +195,18 @@ TEST_CASE("without a usable driver every device call throws NoDeviceError with t
     CHECK_THROWS_WITH(syncblob::cuda::blas::asum(static_cast<const float*>(nullptr), 3, nullptr), says_why);
     // device math for float and double dispatches to cuBLAS from any compiler
     using Kernels = syncblob::DeviceKernels<syncblob::cuda::Device>;
-    CHECK_THROWS_AS(Kernels::asum(static_cast<const double*>(nullptr), 2, nullptr), syncblob::NoDeviceError);
-    CHECK_THROWS_AS(Kernels::sumsq(static_cast<const float*>(nullptr), 2, nullptr), syncblob::NoDeviceError);
-    CHECK_THROWS_AS(Kernels::dot(static_cast<const float*>(nullptr), static_cast<const float*>(nullptr), 2, nullptr),
+    namespace sm = syncblob::math::detail;
+    CHECK_THROWS_AS(Kernels::reduce(sm::Asum{}, 2, nullptr, static_cast<const double*>(nullptr)),
                     syncblob::NoDeviceError);
-    CHECK_THROWS_AS(Kernels::sub(static_cast<double*>(nullptr), static_cast<const double*>(nullptr), 2, nullptr),
+    CHECK_THROWS_AS(Kernels::reduce(sm::Sumsq{}, 2, nullptr, static_cast<const float*>(nullptr)),
                     syncblob::NoDeviceError);
-    CHECK_THROWS_WITH(Kernels::scale(static_cast<float*>(nullptr), 2.0f, 2, nullptr), says_why);
+    CHECK_THROWS_AS(
+        Kernels::reduce(sm::Dot{}, 2, nullptr, static_cast<const float*>(nullptr), static_cast<const float*>(nullptr)),
+        syncblob::NoDeviceError);
+    CHECK_THROWS_AS(
+        Kernels::transform(sm::Sub{}, 2, nullptr, static_cast<double*>(nullptr), static_cast<const double*>(nullptr)),
+        syncblob::NoDeviceError);
+    CHECK_THROWS_WITH(Kernels::transform(sm::Scale<float>{2.0f}, 2, nullptr, static_cast<float*>(nullptr)), says_why);
     // zero-length work needs no device and does nothing
     CHECK(syncblob::cuda::blas::asum(static_cast<const float*>(nullptr), 0, nullptr) == 0.0f);
     // an empty event is reached already; releasing nothing is fine

@@ -8,6 +8,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <syncblob/cuda/allocator.hpp>
+#include <syncblob/cuda/math.hpp>
+#include <syncblob/math.hpp>
+
 namespace syncblob_cuda_test {
 
 __global__ void spin_kernel(long long cycles) {
@@ -24,6 +28,21 @@ inline void delay(cudaStream_t stream, int milliseconds) {
     REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) == cudaSuccess);
     spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * milliseconds);
     REQUIRE(cudaGetLastError() == cudaSuccess);
+}
+
+/// Does, before a test delays a stream, the first uses that synchronise the whole device when they
+/// come later: device math on `stream` (the first creates cuBLAS's handle and its workspace, whose
+/// allocations wait for the device), and an allocation and a free of device and pinned host memory.
+/// A device-wide wait between the delay and the check would finish the delayed work early, and a
+/// missing wait in syncblob would go unseen.
+inline void warm_up(cudaStream_t stream) {
+    syncblob::Blob<float, syncblob::cuda::Allocator> blob({1024});
+    blob.set_stream(stream);
+    blob.fill(1.0f);
+    (void)blob.mutable_device_data();
+    syncblob::scale_data(blob, 2.0f);  // cuBLAS, on `stream`
+    REQUIRE(syncblob::asum_data(blob) == 2048.0f);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
 }
 
 }  // namespace syncblob_cuda_test

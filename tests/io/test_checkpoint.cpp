@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint_files.hpp"
+#include "child_process.hpp"
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
@@ -323,8 +324,7 @@ TEST_CASE("a diff in another shard than its blob must have its dtype and shape",
 // Forks a child that saves `blobs` into `dir` and kills itself with SIGKILL at the `kill_at`-th
 // progress call; returns its wait status.
 int save_killed_at(const fs::path& dir, const test::NamedBlobs& blobs, std::uint64_t max_shard, int kill_at) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
+    const int status = test::wait_status_of_child([&] {
         int calls = 0;
         io::CheckpointSaveOptions options;
         options.max_shard_bytes = max_shard;
@@ -333,18 +333,10 @@ int save_killed_at(const fs::path& dir, const test::NamedBlobs& blobs, std::uint
                 ::raise(SIGKILL);
             }
         };
-        try {
-            (void)writer_of(blobs).save(dir, options);
-        } catch (...) {
-            ::_exit(4);
-        }
-        ::_exit(3);
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        REQUIRE(errno == EINTR);
-    }
+        (void)writer_of(blobs).save(dir, options);
+        return 3;
+    });
+    REQUIRE(status != -1);
     return status;
 }
 

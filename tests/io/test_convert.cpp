@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 // Element conversion (detail/convert.hpp): the one rule table, checked over every pair of element
-// types against a reference computed here in long double, through every format that converts
-// (.npy, safetensors, JSON, and Caffe's float and double), under both rules.
+// types (the 8-bit floats included) against a reference computed here in long double, through every
+// format that converts (.npy, safetensors, JSON, and Caffe's float and double), under both rules.
 
 #include <catch2/catch.hpp>
 
@@ -29,13 +29,16 @@ namespace {
 
 template <class T>
 inline constexpr bool is_float16 = std::same_as<T, half> || std::same_as<T, bfloat16>;
+template <class T>
+inline constexpr bool is_float8 =
+    std::same_as<T, float8_e4m3fn> || std::same_as<T, float8_e5m2> || std::same_as<T, float8_e8m0fnu>;
 
 // The exact value of an element (long double holds every element type's values exactly).
 template <class T>
 long double exact_value(T v) {
     if constexpr (std::same_as<T, bool>) {
         return v ? 1.0L : 0.0L;
-    } else if constexpr (is_float16<T>) {
+    } else if constexpr (is_float16<T> || is_float8<T>) {
         return static_cast<long double>(static_cast<float>(v));
     } else {
         return static_cast<long double>(v);
@@ -60,9 +63,73 @@ struct Expected {
     To value;
 };
 
+// An 8-bit float's reference, from its values (each decoded as the specification tables say: the
+// test of core/float8.hpp checks all 256 of each format against them), not from its encoder: x rounded
+// to the nearest value of the format as if its exponent range went on, ties to the even code
+// (F8_E8M0, only powers of two, rounds 1.5 · 2^k up); a rounding past the largest finite value, an
+// infinity the format lacks, or for F8_E8M0 a value not above zero is inexact and saturates.
+template <class To>
+Expected<To> reference_float8(long double x) {
+    if (std::isnan(x)) {
+        return {true, To::from_bits(0xFF)};  // a NaN of every format
+    }
+    if constexpr (std::same_as<To, float8_e8m0fnu>) {
+        const To least = To::from_bits(0x00);
+        const To top = To::from_bits(0xFE);
+        if (x <= 0) {
+            return {false, least};
+        }
+        if (std::isinf(x)) {
+            return {false, top};
+        }
+        int e = 0;
+        const long double m = std::frexp(x, &e);  // x = m · 2^e, m in [0.5, 1)
+        const int k = m >= 0.75L ? e : e - 1;     // 1.5 · 2^(e-1) rounds up to 2^e
+        if (k > 127) {
+            return {false, top};
+        }
+        return {true, To::from_bits(static_cast<std::uint8_t>(std::max(k, -127) + 127))};
+    } else {
+        const bool negative = std::signbit(x);
+        const auto with_sign = [&](int code) {
+            return To::from_bits(static_cast<std::uint8_t>(negative ? code | 0x80 : code));
+        };
+        // the largest finite code, and the value of the code past it (NaN in E4M3FN, infinity in E5M2)
+        constexpr int max_code = std::same_as<To, float8_e4m3fn> ? 0x7E : 0x7B;
+        constexpr long double past = std::same_as<To, float8_e4m3fn> ? 480.0L : 65536.0L;
+        const long double a = std::fabs(x);
+        if (std::isinf(a)) {
+            return std::same_as<To, float8_e5m2> ? Expected<To>{true, with_sign(0x7C)}
+                                                 : Expected<To>{false, with_sign(max_code)};
+        }
+        if (a >= past) {  // (and far above it, where the distances below would round alike)
+            return {false, with_sign(max_code)};
+        }
+        int best = 0;
+        long double best_distance = std::numeric_limits<long double>::infinity();
+        for (int code = 0; code <= max_code + 1; ++code) {
+            const long double value =
+                code > max_code
+                    ? past
+                    : static_cast<long double>(static_cast<float>(To::from_bits(static_cast<std::uint8_t>(code))));
+            const long double distance = std::fabs(value - a);
+            if (distance < best_distance || (distance == best_distance && code % 2 == 0)) {
+                best = code;
+                best_distance = distance;
+            }
+        }
+        if (best > max_code) {
+            return {false, with_sign(max_code)};
+        }
+        return {true, with_sign(best)};
+    }
+}
+
 template <class To>
 Expected<To> reference(long double x) {
-    if constexpr (std::same_as<To, bool>) {
+    if constexpr (is_float8<To>) {
+        return reference_float8<To>(x);
+    } else if constexpr (std::same_as<To, bool>) {
         return {x == 0 || x == 1, x != 0};  // NaN != 0: true, as C++ and NumPy convert it
     } else if constexpr (std::integral<To>) {
         constexpr auto lo = std::numeric_limits<To>::min();
@@ -110,11 +177,18 @@ bool same_value(T a, T b) {
 }
 
 // Values of From that probe every rule: both ends of each type's range and one past them,
-// fractions, NaN, infinities, signed zeros, the float16 limits, 2^53 + 1.
+// fractions, NaN, infinities, signed zeros, the float16 limits, 2^53 + 1, the 8-bit floats' largest
+// values and the midpoints past them; for an 8-bit float, all 256 of its values.
 template <class From>
 std::vector<From> probes() {
     if constexpr (std::same_as<From, bool>) {
         return {false, true};
+    } else if constexpr (is_float8<From>) {
+        std::vector<From> out;
+        for (int bits = 0; bits < 256; ++bits) {
+            out.push_back(From::from_bits(static_cast<std::uint8_t>(bits)));
+        }
+        return out;
     } else {
         const long double inf = std::numeric_limits<long double>::infinity();
         const std::vector<long double> xs{0.0L,
@@ -136,6 +210,17 @@ std::vector<From> probes() {
                                           32768,
                                           -32768,
                                           -32769,
+                                          448,
+                                          464,
+                                          465,
+                                          57344,
+                                          61439,
+                                          61440,
+                                          0x1p-130L,
+                                          0x1.7ffffep-127L,
+                                          0x1.8p-127L,
+                                          0x1p127L,
+                                          0x1.8p127L,
                                           65504,
                                           65519,
                                           65520,
@@ -267,6 +352,9 @@ bool format_converts(Format f) {
         return (std::same_as<From, float> || std::same_as<From, double>)&&(std::same_as<To, float> ||
                                                                            std::same_as<To, double>);
     }
+    if (f == Format::npy && (is_float8<From> || is_float8<To>)) {
+        return false;  // .npy has no standard descriptor for the 8-bit floats
+    }
     // .npy stores bfloat16 as raw 2-byte values ('<V2'), which convert to nothing else.
     return f != Format::npy || (!std::same_as<From, bfloat16> && !std::same_as<To, bfloat16>) || std::same_as<From, To>;
 }
@@ -328,9 +416,9 @@ void check_pair() {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("every pair of element types converts by the one rule table, in every format", "[io][convert]",
-                        test::AllElements) {
+                        ElementTypes) {
     using From = TestType;
-    std::apply([](auto... to) { (check_pair<From, decltype(to)>(), ...); }, test::AllElements{});
+    std::apply([](auto... to) { (check_pair<From, decltype(to)>(), ...); }, ElementTypes{});
 }
 
 TEST_CASE("a refused conversion names the element, its value and what saturating would give", "[io][convert]") {

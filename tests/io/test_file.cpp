@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.hpp"
 #include "files.hpp"
 #include "tempfile.hpp"
 
@@ -100,27 +101,17 @@ std::string save_refusal(const fs::path& target, bool& called) {
 }
 
 // Forks a child that saves `target` with a writer that writes 1 MiB and then kills its own process
-// with SIGKILL; returns the child's wait status. The child never returns into Catch: it dies, or
-// it _exits with 3 when the save returned and 4 when it threw.
+// with SIGKILL; returns the child's wait status (it exits with 3 when the save returned).
 int status_of_save_killed_midway(const fs::path& target) {
     const std::string block(1 << 20, 'k');
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        try {
-            io::save_atomic(target, {}, [&](io::FileWriter& w) {
-                w.write(block.data(), block.size());
-                ::raise(SIGKILL);
-            });
-        } catch (...) {
-            ::_exit(4);
-        }
-        ::_exit(3);
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        REQUIRE(errno == EINTR);
-    }
+    const int status = test::wait_status_of_child([&] {
+        io::save_atomic(target, {}, [&](io::FileWriter& w) {
+            w.write(block.data(), block.size());
+            ::raise(SIGKILL);
+        });
+        return 3;
+    });
+    REQUIRE(status != -1);
     return status;
 }
 
@@ -436,28 +427,18 @@ TEST_CASE("throw_format_error formats source, where and what", "[io][file]") {
 namespace {
 
 // Runs `fn` in a child process as the user `nobody` (65534) when this process is root, as this
-// process's user otherwise; returns the child's exit status (fn's return value, or 99 on an
-// exception, 98 when the user could not be changed).
+// process's user otherwise; returns the child's exit status (fn's return value, or
+// test::child_threw on an exception, 98 when the user could not be changed).
 template <class Fn>
 int exit_status_as_unprivileged(Fn&& fn) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
+    const int status = test::exit_status_of_child([&] {
         if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) {
-            ::_exit(98);
+            return 98;
         }
-        try {
-            ::_exit(fn());
-        } catch (...) {
-            ::_exit(99);
-        }
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        REQUIRE(errno == EINTR);
-    }
-    REQUIRE(WIFEXITED(status));
-    return WEXITSTATUS(status);
+        return fn();
+    });
+    REQUIRE(status != -1);
+    return status;
 }
 
 void save_text(const fs::path& target, const std::string& text) {

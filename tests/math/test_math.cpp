@@ -155,12 +155,14 @@ void check_block_sums(std::int64_t n) {
     const auto y = math_suite::make_values<T>(static_cast<std::size_t>(n), 32);
     const T* px = x.data();
     const T* py = y.data();
-    const auto asum = block_by_block<T>(
-        n, sm::reduction_block<T>, [px](auto first, auto count) { return sm::detail::asum_block(px + first, count); });
-    const auto sumsq = block_by_block<T>(
-        n, sm::reduction_block<T>, [px](auto first, auto count) { return sm::detail::sumsq_block(px + first, count); });
+    const auto asum = block_by_block<T>(n, sm::reduction_block<T>, [px](auto first, auto count) {
+        return sm::detail::reduce_block(sm::detail::Asum{}, count, px + first);
+    });
+    const auto sumsq = block_by_block<T>(n, sm::reduction_block<T>, [px](auto first, auto count) {
+        return sm::detail::reduce_block(sm::detail::Sumsq{}, count, px + first);
+    });
     const auto dot = block_by_block<T>(n, sm::reduction_block<T, 2>, [px, py](auto first, auto count) {
-        return sm::detail::dot_block(px + first, py + first, count);
+        return sm::detail::reduce_block(sm::detail::Dot{}, count, px + first, py + first);
     });
     for (const unsigned threads : {1u, 2u}) {
         INFO(threads << " threads");

@@ -3,8 +3,9 @@
 
 /// \file
 /// syncblob's custom CUDA kernels: fill and conversion (by the one rule of core/detail/convert.hpp)
-/// for every element type, and the math that cuBLAS does not cover (any floating element type; `cuda::Device`'s device
-/// math uses them for half and bfloat16). Needs nvcc: include it from a .cu file. Operations are issued on `stream`;
+/// for every element type, and the math operations (any floating element type; `cuda::Device`'s
+/// device math uses them wherever cuBLAS has no call: half and bfloat16). Needs nvcc: include it from
+/// a .cu file. Operations are issued on `stream`;
 /// reductions wait for their result, element-wise operations do not.
 
 #if !defined(__CUDACC__)
@@ -14,11 +15,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "../core/element.hpp"
-#include "../math/device_kernels.hpp"
+#include "../math/detail/operations.hpp"
 #include "detail/launch.cuh"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -69,34 +74,72 @@ template <Element To, Element From>
     return *result < static_cast<unsigned long long>(n) ? static_cast<std::int64_t>(*result) : n;
 }
 
-/// Device math by custom kernels, for every floating element type (accumulating in `accumulator_t<T>`).
+namespace detail {
+
+/// "cuda::kernels::<operation>": the label of a custom math kernel in its errors.
+template <class Op>
+inline constexpr auto kernel_label = [] {
+    constexpr std::string_view prefix = "cuda::kernels::";
+    constexpr std::string_view name = Op::name;
+    std::array<char, prefix.size() + name.size()> label{};
+    std::copy(prefix.begin(), prefix.end(), label.begin());
+    std::copy(name.begin(), name.end(), label.begin() + static_cast<std::ptrdiff_t>(prefix.size()));
+    return label;
+}();
+
+template <class Op>
+[[nodiscard]] constexpr std::string_view label_of() noexcept {
+    return {kernel_label<Op>.data(), kernel_label<Op>.size()};
+}
+
+}  // namespace detail
+
+/// Device math by custom kernels, for every floating element type (accumulating in `accumulator_t<T>`)
+/// and every operation of syncblob/math/detail/operations.hpp: the same functors as the host kernels.
 namespace kernels {
 
+/// Σ op over x and the inputs (deterministic: the grid depends on n only; the host replays it,
+/// `detail::emulate_reduce`).
+template <class Op, FloatingElement T, std::same_as<T>... In>
+[[nodiscard]] accumulator_t<T> reduce(Op op, std::int64_t n, cudaStream_t stream, const T* x, const In*... in) {
+    return detail::launch_reduce(detail::reduce_at(op, x, in...), n, stream, detail::label_of<Op>(),
+                                 element_name<T>());
+}
+
+/// y = op(y, inputs), issued on `stream`.
+template <class Op, FloatingElement T, std::same_as<T>... In>
+void transform(Op op, std::int64_t n, cudaStream_t stream, T* y, const In*... in) {
+    detail::launch_for_each(detail::transform_at(op, y, in...), n, stream, detail::label_of<Op>(), element_name<T>());
+}
+
+/// Σ|x|.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> asum(const T* x, std::int64_t n, cudaStream_t stream) {
-    return detail::launch_reduce(detail::AbsTerm<T>{x}, n, stream, "cuda::kernels::asum", element_name<T>());
+    return reduce(math::detail::Asum{}, n, stream, x);
 }
 
+/// Σx².
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> sumsq(const T* x, std::int64_t n, cudaStream_t stream) {
-    return detail::launch_reduce(detail::SquareTerm<T>{x}, n, stream, "cuda::kernels::sumsq", element_name<T>());
+    return reduce(math::detail::Sumsq{}, n, stream, x);
 }
 
+/// Σx·y.
 template <FloatingElement T>
 [[nodiscard]] accumulator_t<T> dot(const T* x, const T* y, std::int64_t n, cudaStream_t stream) {
-    return detail::launch_reduce(detail::ProductTerm<T>{x, y}, n, stream, "cuda::kernels::dot", element_name<T>());
+    return reduce(math::detail::Dot{}, n, stream, x, y);
 }
 
 /// y -= x.
 template <FloatingElement T>
 void sub(T* y, const T* x, std::int64_t n, cudaStream_t stream) {
-    detail::launch_for_each(detail::SubtractAt<T>{y, x}, n, stream, "cuda::kernels::sub", element_name<T>());
+    transform(math::detail::Sub{}, n, stream, y, x);
 }
 
 /// x *= alpha.
 template <FloatingElement T>
 void scale(T* x, accumulator_t<T> alpha, std::int64_t n, cudaStream_t stream) {
-    detail::launch_for_each(detail::ScaleAt<T>{x, alpha}, n, stream, "cuda::kernels::scale", element_name<T>());
+    transform(math::detail::Scale<accumulator_t<T>>{alpha}, n, stream, x);
 }
 
 }  // namespace kernels
@@ -106,12 +149,14 @@ namespace detail {
 /// The custom-kernel path of `DeviceKernels<cuda::Device>` (see syncblob/cuda/math.hpp).
 template <class T>
 struct CustomKernels {
-    using A = accumulator_t<T>;
-    static A asum(const T* x, std::int64_t n, cudaStream_t s) { return kernels::asum(x, n, s); }
-    static A sumsq(const T* x, std::int64_t n, cudaStream_t s) { return kernels::sumsq(x, n, s); }
-    static A dot(const T* x, const T* y, std::int64_t n, cudaStream_t s) { return kernels::dot(x, y, n, s); }
-    static void sub(T* y, const T* x, std::int64_t n, cudaStream_t s) { kernels::sub(y, x, n, s); }
-    static void scale(T* x, A alpha, std::int64_t n, cudaStream_t s) { kernels::scale(x, alpha, n, s); }
+    template <class Op, class... In>
+    static accumulator_t<T> reduce(Op op, std::int64_t n, cudaStream_t s, const T* x, const In*... in) {
+        return kernels::reduce(op, n, s, x, in...);
+    }
+    template <class Op, class... In>
+    static void transform(Op op, std::int64_t n, cudaStream_t s, T* y, const In*... in) {
+        kernels::transform(op, n, s, y, in...);
+    }
 };
 
 }  // namespace detail

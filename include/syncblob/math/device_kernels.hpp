@@ -6,7 +6,6 @@
 /// backend. The math functions call it when a blob's data is fresh on the device.
 
 #include <cstdint>
-#include <type_traits>
 
 #include "../core/element.hpp"
 #include "../memory/device_backend.hpp"
@@ -19,14 +18,18 @@ inline constexpr bool always_false = false;
 }  // namespace detail
 
 /// Device math for backend `Backend`. Not defined for a backend whose header was not included:
-/// a specialisation provides, for every `FloatingElement T` (pointers are device pointers, `n` ≥ 0,
-/// `stream` is the buffer's stream):
+/// a specialisation provides, for every operation `Op` of syncblob/math/detail/operations.hpp (a
+/// functor whose `step` or `apply` is the arithmetic of one element) and every `FloatingElement T`
+/// (pointers are device pointers, `n` ≥ 0, `stream` is the buffer's stream; the `in` pointers are
+/// `const T*` too):
 ///
-///     static accumulator_t<T> asum(const T* x, std::int64_t n, stream_type stream);          // Σ|x|
-///     static accumulator_t<T> sumsq(const T* x, std::int64_t n, stream_type stream);         // Σx²
-///     static accumulator_t<T> dot(const T* x, const T* y, std::int64_t n, stream_type stream);
-///     static void sub(T* y, const T* x, std::int64_t n, stream_type stream);                 // y -= x
-///     static void scale(T* x, accumulator_t<T> alpha, std::int64_t n, stream_type stream);   // x *= alpha
+///     template <class Op, FloatingElement T, class... In>   // Σ op.step over x and the inputs
+///     static accumulator_t<T> reduce(Op op, std::int64_t n, stream_type stream, const T* x, const In*... in);
+///     template <class Op, FloatingElement T, class... In>   // y = op.apply(y, inputs)
+///     static void transform(Op op, std::int64_t n, stream_type stream, T* y, const In*... in);
+///
+/// A reduction returns to the host (so it waits for its result); an element-wise operation is
+/// issued on `stream`.
 template <DeviceBackend Backend>
 struct DeviceKernels {
     static_assert(detail::always_false<Backend>,

@@ -7,8 +7,8 @@
 /// (reductions, whose result returns to the host, wait for their stream). The math functions count
 /// them as device work.
 
+#include <concepts>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "../memory/simulated_async_device.hpp"
@@ -22,42 +22,29 @@ template <>
 struct DeviceKernels<SimulatedDevice> {
     using stream_type = SimulatedDevice::stream_type;
 
-    template <FloatingElement T>
-    static accumulator_t<T> asum(const T* x, std::int64_t n, stream_type stream) {
-        return reduce(stream, "asum", {range(x, n)}, [=] { return math::asum(x, n); });
+    /// Σ op over x and the inputs: queued like any kernel, then waited for (as a cuBLAS call with a
+    /// host result pointer waits).
+    template <class Op, FloatingElement T, std::same_as<T>... In>
+    static accumulator_t<T> reduce(Op op, std::int64_t n, stream_type stream, const T* x, const In*... in) {
+        accumulator_t<T> result{};
+        SimulatedDevice::launch(stream, Op::name, {range(x, n), range(in, n)...}, {},
+                                [&result, op, n, x, in...] { result = math::detail::reduce(op, n, x, in...); });
+        auto done = SimulatedDevice::record(stream);
+        SimulatedDevice::wait(done);
+        return result;
     }
-    template <FloatingElement T>
-    static accumulator_t<T> sumsq(const T* x, std::int64_t n, stream_type stream) {
-        return reduce(stream, "sumsq", {range(x, n)}, [=] { return math::sumsq(x, n); });
-    }
-    template <FloatingElement T>
-    static accumulator_t<T> dot(const T* x, const T* y, std::int64_t n, stream_type stream) {
-        return reduce(stream, "dot", {range(x, n), range(y, n)}, [=] { return math::dot(x, y, n); });
-    }
-    template <FloatingElement T>
-    static void sub(T* y, const T* x, std::int64_t n, stream_type stream) {
-        SimulatedDevice::launch(stream, "sub", {range(y, n), range(x, n)}, {range(y, n)}, [=] { math::sub(y, x, n); });
-    }
-    template <FloatingElement T>
-    static void scale(T* x, accumulator_t<T> alpha, std::int64_t n, stream_type stream) {
-        SimulatedDevice::launch(stream, "scale", {range(x, n)}, {range(x, n)}, [=] { math::scale(x, alpha, n); });
+
+    /// y = op(y, inputs), queued.
+    template <class Op, FloatingElement T, std::same_as<T>... In>
+    static void transform(Op op, std::int64_t n, stream_type stream, T* y, const In*... in) {
+        SimulatedDevice::launch(stream, Op::name, {range(y, n), range(in, n)...}, {range(y, n)},
+                                [op, n, y, in...] { math::detail::transform(op, n, y, in...); });
     }
 
 private:
     template <class T>
     static SimulatedDevice::Range range(const T* p, std::int64_t n) {
         return {p, static_cast<std::size_t>(n) * sizeof(T)};
-    }
-
-    // A reduction whose result returns to the host: queued like any kernel, then waited for (as a
-    // cuBLAS call with a host result pointer waits).
-    template <class Fn>
-    static auto reduce(stream_type stream, const char* what, std::vector<SimulatedDevice::Range> reads, Fn fn) {
-        decltype(fn()) result{};
-        SimulatedDevice::launch(stream, what, std::move(reads), {}, [&result, fn] { result = fn(); });
-        auto done = SimulatedDevice::record(stream);
-        SimulatedDevice::wait(done);
-        return result;
     }
 };
 

@@ -4,8 +4,8 @@
 #include <syncblob/cuda/math.hpp>
 
 float device_asum_float(const float* x) {
-    return syncblob::DeviceKernels<syncblob::cuda::Device>::asum(x, 1, nullptr);
+    return syncblob::DeviceKernels<syncblob::cuda::Device>::reduce(syncblob::math::detail::Asum{}, 1, nullptr, x);
 }
 float device_asum_half(const syncblob::half* x) {
-    return syncblob::DeviceKernels<syncblob::cuda::Device>::asum(x, 1, nullptr);
+    return syncblob::DeviceKernels<syncblob::cuda::Device>::reduce(syncblob::math::detail::Asum{}, 1, nullptr, x);
 }

@@ -3,11 +3,13 @@
 
 /// \file
 /// The bodies of syncblob's custom CUDA kernels, as `SYNCBLOB_HOST_DEVICE` functors over an
-/// element index, and the launch geometry of the reductions. Plain C++: the host runs the same
+/// element index (the math operations' through adapters of math/detail/operations.hpp), and the
+/// launch geometry of the reductions. Plain C++: the host runs the same
 /// bodies in tests (and `emulate_reduce` replays a reduction in the device's exact order).
 
 #include <array>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -15,7 +17,7 @@
 
 #include "../../core/detail/convert.hpp"
 #include "../../core/element.hpp"
-#include "../../math/device_kernels.hpp"
+#include "../../math/detail/operations.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -34,72 +36,63 @@ SYNCBLOB_HOST_DEVICE constexpr std::int64_t blocks_for(std::int64_t n, std::int6
     return b < 1 ? 1 : (b > cap ? cap : b);
 }
 
-/// a * b, rounded on its own. On the device it is never fused with the addition that follows it: nvcc
-/// contracts `sum += a * b` into one fused multiply-add by default, which rounds once instead of twice
-/// and so gives sums the host's replay (`emulate_reduce`) cannot reproduce bit for bit.
-template <std::floating_point V>
-SYNCBLOB_HOST_DEVICE V rounded_product(V a, V b) noexcept {
-#if defined(__CUDA_ARCH__)
-    if constexpr (std::same_as<V, float>) {
-        return __fmul_rn(a, b);
-    } else {
-        return __dmul_rn(a, b);
-    }
-#else
-    return a * b;
-#endif
-}
+/// The pointers of an operation's inputs (none for some).
+template <class T, std::size_t N>
+struct Inputs {
+    const T* at[N];
+};
+template <class T>
+struct Inputs<T, 0> {};
 
-/// Reduction terms: `term(i)` is the i-th summand, in the accumulator type.
-template <FloatingElement T>
-struct AbsTerm {
+/// A reduction's body: `term(sum, i)` is `sum` plus the term of element i, as the operation `Op`
+/// (math/detail/operations.hpp) computes it, one element at a time in the accumulator type.
+template <class Op, FloatingElement T, std::size_t N>
+struct ReduceAt {
     using value_type = accumulator_t<T>;
-    const T* x;
-    SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
-        const auto v = static_cast<value_type>(x[i]);
-        return v < value_type{0} ? -v : v;
+    Op op;
+    Inputs<T, N> in;
+    SYNCBLOB_HOST_DEVICE value_type operator()(value_type sum, std::int64_t i) const noexcept {
+        return step(sum, i, std::make_index_sequence<N>{});
+    }
+
+private:
+    template <std::size_t... I>
+    SYNCBLOB_HOST_DEVICE value_type step(value_type sum, std::int64_t i, std::index_sequence<I...>) const noexcept {
+        using L = math::detail::ScalarLanes<T>;
+        return op.step(L{}, sum, L::load(in.at[I] + i)...);
     }
 };
 
-template <FloatingElement T>
-struct SquareTerm {
-    using value_type = accumulator_t<T>;
-    const T* x;
-    SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
-        const auto v = static_cast<value_type>(x[i]);
-        return rounded_product(v, v);
-    }
-};
-
-template <FloatingElement T>
-struct ProductTerm {
-    using value_type = accumulator_t<T>;
-    const T* x;
-    const T* y;
-    SYNCBLOB_HOST_DEVICE value_type operator()(std::int64_t i) const noexcept {
-        return rounded_product(static_cast<value_type>(x[i]), static_cast<value_type>(y[i]));
-    }
-};
-
-/// Element-wise bodies: `op(i)` updates element i.
-template <FloatingElement T>
-struct SubtractAt {  // y -= x
+/// An element-wise body: `body(i)` sets y[i] to the operation's value of y[i] and the inputs' element i.
+template <class Op, FloatingElement T, std::size_t N>
+struct TransformAt {
+    Op op;
     T* y;
-    const T* x;
-    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept {
-        using A = accumulator_t<T>;
-        y[i] = static_cast<T>(static_cast<A>(y[i]) - static_cast<A>(x[i]));
+    Inputs<T, N> in;
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { apply(i, std::make_index_sequence<N>{}); }
+
+private:
+    template <std::size_t... I>
+    SYNCBLOB_HOST_DEVICE void apply(std::int64_t i, std::index_sequence<I...>) const noexcept {
+        using L = math::detail::ScalarLanes<T>;
+        L::store(y + i, op.apply(L{}, L::load(y + i), L::load(in.at[I] + i)...));
     }
 };
 
-template <FloatingElement T>
-struct ScaleAt {  // x *= alpha
-    T* x;
-    accumulator_t<T> alpha;
-    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept {
-        x[i] = static_cast<T>(static_cast<accumulator_t<T>>(x[i]) * alpha);
+/// The body of a reduction of `op` over x and the inputs.
+template <class Op, FloatingElement T, std::same_as<T>... In>
+[[nodiscard]] ReduceAt<Op, T, 1 + sizeof...(In)> reduce_at(Op op, const T* x, const In*... in) noexcept {
+    return {op, {{x, in...}}};
+}
+/// The body of `op` on y (read and written) and the inputs.
+template <class Op, FloatingElement T, std::same_as<T>... In>
+[[nodiscard]] TransformAt<Op, T, sizeof...(In)> transform_at(Op op, T* y, const In*... in) noexcept {
+    if constexpr (sizeof...(In) == 0) {
+        return {op, y, {}};
+    } else {
+        return {op, y, {{in...}}};
     }
-};
+}
 
 template <Element T>
 struct FillAt {
@@ -141,7 +134,7 @@ SYNCBLOB_HOST_DEVICE term_value_t<Term> strided_sum(const Term& term, std::int64
                                                     std::int64_t stride) noexcept {
     term_value_t<Term> sum{0};
     for (std::int64_t i = start; i < n; i += stride) {
-        sum += term(i);
+        sum = term(sum, i);
     }
     return sum;
 }

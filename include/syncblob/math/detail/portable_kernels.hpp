@@ -2,121 +2,79 @@
 #pragma once
 
 /// \file
-/// The portable host kernels: Eigen maps of one reduction block, vectorised as far as the
-/// consumer's compiler flags allow. half and bfloat16 are read as Eigen's bit-identical types and
-/// computed in float.
+/// The portable path: the loops of lane_loops.hpp on Eigen's packets, as wide as the consumer's
+/// compiler flags allow (SSE2 by default on x86-64, NEON on ARM, one element where Eigen does not
+/// vectorise, as under nvcc). half and bfloat16 are converted to float lane by lane and computed
+/// in float.
 
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
-#include <type_traits>
+#include <iterator>
 
 #include <Eigen/Core>
 
+#include "../../core/config.hpp"
 #include "../../core/element.hpp"
-#include "../device_kernels.hpp"
+#include "lane_loops.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
 namespace math::detail {
 
-/// Eigen's scalar for a syncblob element type (half and bfloat16 map to Eigen's bit-identical ones).
-template <class T>
-struct eigen_scalar {
-    using type = T;
-};
-template <>
-struct eigen_scalar<half> {
-    using type = Eigen::half;
-};
-template <>
-struct eigen_scalar<bfloat16> {
-    using type = Eigen::bfloat16;
-};
-template <class T>
-using eigen_scalar_t = typename eigen_scalar<T>::type;
+/// Eigen's packet of `accumulator_t<T>` as a lane type (operations.hpp).
+template <FloatingElement T>
+struct EigenLanes {
+    using A = accumulator_t<T>;
+    using vec = typename Eigen::internal::packet_traits<A>::type;
+    static constexpr int width = Eigen::internal::unpacket_traits<vec>::size;
+    static constexpr bool converts = !std::same_as<T, A>;
 
-static_assert(sizeof(Eigen::half) == sizeof(half) && alignof(Eigen::half) == alignof(half) &&
-                  std::is_trivially_copyable_v<Eigen::half> && std::is_standard_layout_v<Eigen::half>,
-              "syncblob::half must be bit-identical to Eigen::half");
-static_assert(sizeof(Eigen::bfloat16) == sizeof(bfloat16) && alignof(Eigen::bfloat16) == alignof(bfloat16) &&
-                  std::is_trivially_copyable_v<Eigen::bfloat16> && std::is_standard_layout_v<Eigen::bfloat16>,
-              "syncblob::bfloat16 must be bit-identical to Eigen::bfloat16");
-
-template <class T>
-using ConstArrayMap = Eigen::Map<const Eigen::Array<eigen_scalar_t<T>, Eigen::Dynamic, 1>, Eigen::Unaligned>;
-template <class T>
-using ArrayMap = Eigen::Map<Eigen::Array<eigen_scalar_t<T>, Eigen::Dynamic, 1>, Eigen::Unaligned>;
-
-template <class T>
-ConstArrayMap<T> cmap(const T* p, std::int64_t n) {
-    return ConstArrayMap<T>(reinterpret_cast<const eigen_scalar_t<T>*>(p), static_cast<Eigen::Index>(n));
-}
-template <class T>
-ArrayMap<T> map(T* p, std::int64_t n) {
-    return ArrayMap<T>(reinterpret_cast<eigen_scalar_t<T>*>(p), static_cast<Eigen::Index>(n));
-}
-
-// Inputs in the accumulator type: a no-op for float and double, a conversion for half and bfloat16.
-template <class T, class Expr>
-auto in_acc(const Expr& e) {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        return e;
-    } else {
-        return e.template cast<float>();
+    static vec load(const T* p) {
+        if constexpr (converts) {
+            alignas(vec) A lanes[static_cast<std::size_t>(width)];
+            for (std::size_t k = 0; k < std::size(lanes); ++k) {
+                lanes[k] = static_cast<A>(p[k]);
+            }
+            return Eigen::internal::pload<vec>(lanes);
+        } else {
+            return Eigen::internal::ploadu<vec>(p);
+        }
     }
-}
+    static void store(T* p, const vec& v) {
+        if constexpr (converts) {
+            alignas(vec) A lanes[static_cast<std::size_t>(width)];
+            Eigen::internal::pstore(lanes, v);
+            for (std::size_t k = 0; k < std::size(lanes); ++k) {
+                p[k] = static_cast<T>(lanes[k]);
+            }
+        } else {
+            Eigen::internal::pstoreu(p, v);
+        }
+    }
+    static vec zero() { return Eigen::internal::pset1<vec>(A{0}); }
+    static vec set1(A a) { return Eigen::internal::pset1<vec>(a); }
+    static vec add(const vec& a, const vec& b) { return Eigen::internal::padd(a, b); }
+    static vec sub(const vec& a, const vec& b) { return Eigen::internal::psub(a, b); }
+    static vec mul(const vec& a, const vec& b) { return Eigen::internal::pmul(a, b); }
+    static vec madd(const vec& a, const vec& b, const vec& c) { return Eigen::internal::pmadd(a, b, c); }
+    static vec abs(const vec& a) { return Eigen::internal::pabs(a); }
+    static A hsum(const vec& a) { return Eigen::internal::predux(a); }
+};
 
+// The portable kernels, out of line: inlined, their code would give the dispatcher a stack frame
+// that every call, whatever its path, sets up and tears down.
 namespace portable {
-
-template <FloatingElement T>
-accumulator_t<T> asum(const T* x, std::int64_t n) {
-    if (n == 0) {
-        return 0;
-    }
-    return static_cast<accumulator_t<T>>(in_acc<T>(cmap(x, n)).abs().sum());
+template <class Op, FloatingElement T, std::same_as<T>... In>
+SYNCBLOB_NOINLINE accumulator_t<T> reduce(Op op, std::int64_t n, const T* x, const In*... in) {
+    return reduce_lanes<EigenLanes<T>>(op, n, x, in...);
 }
-
-template <FloatingElement T>
-accumulator_t<T> sumsq(const T* x, std::int64_t n) {
-    if (n == 0) {
-        return 0;
-    }
-    return static_cast<accumulator_t<T>>(in_acc<T>(cmap(x, n)).square().sum());
+template <class Op, FloatingElement T, std::same_as<T>... In>
+SYNCBLOB_NOINLINE void transform(Op op, std::int64_t n, T* y, const In*... in) {
+    transform_lanes<EigenLanes<T>>(op, n, y, in...);
 }
-
-template <FloatingElement T>
-accumulator_t<T> dot(const T* x, const T* y, std::int64_t n) {
-    if (n == 0) {
-        return 0;
-    }
-    return static_cast<accumulator_t<T>>((in_acc<T>(cmap(x, n)) * in_acc<T>(cmap(y, n))).sum());
-}
-
-template <FloatingElement T>
-void sub(T* y, const T* x, std::int64_t n) {
-    if (n == 0) {
-        return;
-    }
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        map(y, n) -= cmap(x, n);
-    } else {
-        map(y, n) =
-            (cmap(y, n).template cast<float>() - cmap(x, n).template cast<float>()).template cast<eigen_scalar_t<T>>();
-    }
-}
-
-template <FloatingElement T>
-void scale(T* x, accumulator_t<T> alpha, std::int64_t n) {
-    if (n == 0) {
-        return;
-    }
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        map(x, n) *= alpha;
-    } else {
-        map(x, n) = (cmap(x, n).template cast<float>() * alpha).template cast<eigen_scalar_t<T>>();
-    }
-}
-
 }  // namespace portable
+
 }  // namespace math::detail
 
 SYNCBLOB_END_NAMESPACE
