@@ -62,7 +62,7 @@ template <FloatingElement T, SyncedAllocator A>
 template <FloatingElement T, SyncedAllocator A>
 void update(Blob<T, A>& blob) {
     if (!math::detail::transform_on_host_now<T, A>(math::detail::Sub{}, blob.count(), blob.data_buffer(),
-                                                    blob.diff_buffer())) {
+                                                   blob.diff_buffer())) {
         detail::update_general(blob);
     }
 }

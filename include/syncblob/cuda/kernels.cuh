@@ -102,8 +102,7 @@ namespace kernels {
 /// `detail::emulate_reduce`).
 template <class Op, FloatingElement T, std::same_as<T>... In>
 [[nodiscard]] accumulator_t<T> reduce(Op op, std::int64_t n, cudaStream_t stream, const T* x, const In*... in) {
-    return detail::launch_reduce(detail::reduce_at(op, x, in...), n, stream, detail::label_of<Op>(),
-                                 element_name<T>());
+    return detail::launch_reduce(detail::reduce_at(op, x, in...), n, stream, detail::label_of<Op>(), element_name<T>());
 }
 
 /// y = op(y, inputs), issued on `stream`.

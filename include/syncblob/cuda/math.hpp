@@ -65,7 +65,8 @@ auto blas_call(math::detail::Sub, std::int64_t n, cudaStream_t s, T* y, const T*
     blas::axpy(T{-1}, x, y, n, s);
 }
 template <class T, class A>
-auto blas_call(math::detail::Scale<A> op, std::int64_t n, cudaStream_t s, T* x) -> decltype(blas::scal(op.alpha, x, n, s)) {
+auto blas_call(math::detail::Scale<A> op, std::int64_t n, cudaStream_t s, T* x)
+    -> decltype(blas::scal(op.alpha, x, n, s)) {
     blas::scal(op.alpha, x, n, s);
 }
 

@@ -140,7 +140,6 @@ private:
     KernelPath previous_;
 };
 
-
 /// How an operation uses memory, which decides from what size a second thread pays for itself.
 enum class SplitKind : std::uint8_t {
     reduction,  ///< reads and sums: asum, sumsq, dot

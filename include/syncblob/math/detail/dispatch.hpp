@@ -106,15 +106,15 @@ SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(Op op, std::int64_t n, const B
             using Device = typename A::device_backend;
             const DeviceGuard<Device> guard(x->device_id());
             const std::array<const T*, 1 + sizeof...(More)> p{static_cast<const T*>(x->device_data()),
-                                                               static_cast<const T*>(more->device_data())...};
+                                                              static_cast<const T*>(more->device_data())...};
             record_kernels(true, x, more...);
             (order_after(x, more), ...);
-            return std::apply(
-                [&](const auto*... q) { return DeviceKernels<Device>::reduce(op, n, x->stream(), q...); }, p);
+            return std::apply([&](const auto*... q) { return DeviceKernels<Device>::reduce(op, n, x->stream(), q...); },
+                              p);
         }
     }
     const std::array<const T*, 1 + sizeof...(More)> p{static_cast<const T*>(x->host_data()),
-                                                       static_cast<const T*>(more->host_data())...};
+                                                      static_cast<const T*>(more->host_data())...};
     record_kernels(false, x, more...);
     return std::apply([&](const auto*... q) { return math::detail::reduce(op, n, q...); }, p);
 }

@@ -21,8 +21,8 @@
 #include "lane_loops.hpp"
 #include "portable_kernels.hpp"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDACC__) && !defined(_MSC_VER) && (!defined(SYNCBLOB_X86_DISPATCH) || SYNCBLOB_X86_DISPATCH)
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(_MSC_VER) && (!defined(SYNCBLOB_X86_DISPATCH) || SYNCBLOB_X86_DISPATCH)
 #define SYNCBLOB_X86_PATHS 1
 #include <cpuid.h>
 #include <immintrin.h>
@@ -133,11 +133,11 @@ struct F64x8 {
 // A path's two kernel entries: the loops of lane_loops.hpp on its `Simd<T>`, compiled for its
 // instruction set (SYNCBLOB_SIMD_ENTRY) and placed as SYNCBLOB_KERNEL_PLACEMENT says.
 #define SYNCBLOB_SIMD_KERNELS                                                                         \
-    template <class Op, FloatingElement T, std::same_as<T>... In>                                    \
+    template <class Op, FloatingElement T, std::same_as<T>... In>                                     \
     SYNCBLOB_SIMD_ENTRY accumulator_t<T> reduce(Op op, std::int64_t n, const T* x, const In*... in) { \
         return reduce_lanes<Simd<T>>(op, n, x, in...);                                                \
     }                                                                                                 \
-    template <class Op, FloatingElement T, std::same_as<T>... In>                                    \
+    template <class Op, FloatingElement T, std::same_as<T>... In>                                     \
     SYNCBLOB_SIMD_ENTRY void transform(Op op, std::int64_t n, T* y, const In*... in) {                \
         transform_lanes<Simd<T>>(op, n, y, in...);                                                    \
     }
