@@ -81,10 +81,7 @@ TEST_CASE("nccl: the host's wait for an operation returns once its stream's work
     SYNCBLOB_REQUIRE_DEVICE(sb::cuda::Device);
     const auto failures = on_every_device([&](int, int, ncclComm_t comm, std::string& failed) {
         const sb::cuda::Stream stream;
-        int khz = 0;
-        expect(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, sb::cuda::current_device()) == cudaSuccess, failed,
-               "the clock rate");
-        syncblob_cuda_test::spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * 50);  // 50 ms
+        expect(syncblob_cuda_test::try_delay(stream, 50) == cudaSuccess, failed, "the delay's launch");
         expect(cudaStreamQuery(stream) == cudaErrorNotReady, failed, "the stream is held back");
         sb::nccl::detail::finish(stream, comm, std::nullopt, "test", "the delay");
         expect(cudaStreamQuery(stream) == cudaSuccess, failed, "finish returned before the stream's work was done");

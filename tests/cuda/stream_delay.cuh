@@ -20,14 +20,24 @@ __global__ void spin_kernel(long long cycles) {
     }
 }
 
-/// Holds `stream` back for roughly `milliseconds` (at the device's clock rate).
-inline void delay(cudaStream_t stream, int milliseconds) {
+/// Holds `stream` back for roughly `milliseconds` (at the device's clock rate), without Catch's
+/// assertions (for threads other than the test's): the launch's error, cudaSuccess when it started.
+inline cudaError_t try_delay(cudaStream_t stream, int milliseconds) {
     int device = 0;
     int khz = 0;
-    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-    REQUIRE(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) == cudaSuccess);
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+        return e;
+    }
+    if (const cudaError_t e = cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device); e != cudaSuccess) {
+        return e;
+    }
     spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(khz) * milliseconds);
-    REQUIRE(cudaGetLastError() == cudaSuccess);
+    return cudaGetLastError();
+}
+
+/// Holds `stream` back for roughly `milliseconds`.
+inline void delay(cudaStream_t stream, int milliseconds) {
+    REQUIRE(try_delay(stream, milliseconds) == cudaSuccess);
 }
 
 /// Does, before a test delays a stream, the first uses that synchronise the whole device when they
