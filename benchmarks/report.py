@@ -6,9 +6,10 @@ Usage:
                                                     JSON) into one compact results file
   report.py LABEL=FILE.json [LABEL=FILE.json ...]    tables from results files (or from one Google
                                                     Benchmark JSON file each) > table.md
-  report.py compare OLD_A.json OLD_B.json NEW.json   a change against the noise: every syncblob cell
+  report.py compare OLD_A.json OLD_B.json [OLD_C.json ...] NEW.json
+                                                    a change against the noise: every syncblob cell
                                                     (one core: "1t"; one or two cores: "best") of NEW
-                                                    against two runs of the old code, A and B
+                                                    against two or more runs of the old code
 
 A row's ratio in one run is its "ratio" counter: the median, over rounds of alternating batches, of
 the baseline's time per call over the row's; for a row measured in pieces (bench_math --spread, as
@@ -282,30 +283,36 @@ def tables(args):
     return out
 
 
-def compare(old_a, old_b, new):
+def compare(olds, new):
     """A change against the noise of the old code: per table (one core, the faster of one or two
-    cores), the spread between the old runs A and B (|A - B|: its median and 95th percentile over
-    the table's cells), NEW against the mean of A and B, and the cells of NEW that are slower than
-    both old runs by more than that table's 95th percentile of |A - B| (as ratios to the limit)."""
-    runs = [{k: statistics.median(v) for k, v in load_runs(p)[1].items()} for p in (old_a, old_b, new)]
-    a, b, n = runs
+    cores), the spread between the old runs (|A - B| over every pair of them: its median and 95th
+    percentile over the table's cells), NEW against the mean of the old runs, and the cells of NEW
+    that are slower than every old run by more than that table's 95th percentile (as ratios to the
+    limit)."""
+    runs = [{k: statistics.median(v) for k, v in load_runs(p)[1].items()} for p in (*olds, new)]
+    old, n = runs[:-1], runs[-1]
+    names = "ABCDEFGH"[:len(old)]
     out = []
     for threads, title in (("1t", "one core"), ("best", "one or two cores (the faster limit)")):
-        keys = sorted(k for k in a if k[2] == "syncblob" and k[3] == threads and k[0] in OPS and k in b and k in n)
+        keys = sorted(k for k in old[0] if k[2] == "syncblob" and k[3] == threads and k[0] in OPS and k in n and
+                      all(k in o for o in old))
         if not keys:
             continue
-        noise = sorted(abs(a[k] - b[k]) for k in keys)
+        noise = sorted(abs(x[k] - y[k]) for k in keys for i, x in enumerate(old) for y in old[i + 1:])
         p95 = noise[min(len(noise) - 1, int(0.95 * len(noise)))]
-        change = [n[k] - (a[k] + b[k]) / 2 for k in keys]
-        slower = [(k, n[k], a[k], b[k]) for k in keys if n[k] < min(a[k], b[k]) - p95]
+        mean = {k: statistics.mean(o[k] for o in old) for k in keys}
+        change = [n[k] - mean[k] for k in keys]
+        slower = [k for k in keys if n[k] < min(o[k] for o in old) - p95]
+        pairs = " and ".join(names) if len(old) == 2 else "each pair of " + ", ".join(names)
         out += [f"### {title}: {len(keys)} cells", "",
-                f"- old A against old B: median |A - B| {statistics.median(noise):.3f}, 95th percentile {p95:.3f}, "
+                f"- old {pairs}: median |difference| {statistics.median(noise):.3f}, 95th percentile {p95:.3f}, "
                 f"largest {noise[-1]:.3f}",
-                f"- new against the mean of A and B: median {statistics.median(change):+.3f}, "
+                f"- new against the mean of the old runs: median {statistics.median(change):+.3f}, "
                 f"smallest {min(change):+.3f}, largest {max(change):+.3f}",
-                f"- new slower than both A and B by more than {p95:.3f}: {len(slower)} cells" +
-                ("" if not slower else ": " + "; ".join(f"{op} {typ} 2^{log2(size)} {v:.2f} (A {x:.2f}, B {y:.2f})"
-                                                        for (op, typ, _, _, size), v, x, y in slower)), ""]
+                f"- new slower than every old run by more than {p95:.3f}: {len(slower)} cells" +
+                ("" if not slower else ": " + "; ".join(
+                    f"{k[0]} {k[1]} 2^{log2(k[4])} {n[k]:.2f} (" +
+                    ", ".join(f"{c} {o[k]:.2f}" for c, o in zip(names, old)) + ")" for k in slower)), ""]
         out.append("| op | type | " + " | ".join(f"2^{log2(s)}" for s in sorted({k[4] for k in keys})) + " |")
         out.append("|---|---|" + "---:|" * len({k[4] for k in keys}))
         for op in OPS:
@@ -313,7 +320,7 @@ def compare(old_a, old_b, new):
                 cells = []
                 for size in sorted({k[4] for k in keys}):
                     k = (op, typ, "syncblob", threads, size)
-                    cells.append("–" if k not in n else f"{n[k] - (a[k] + b[k]) / 2:+.2f}")
+                    cells.append("–" if k not in n else f"{n[k] - mean[k]:+.2f}")
                 out.append(f"| {op} | {typ} | " + " | ".join(cells) + " |")
         out.append("")
     return out
@@ -323,8 +330,8 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "merge":
         merge(sys.argv[2], sys.argv[3:])
         return
-    if len(sys.argv) == 5 and sys.argv[1] == "compare":
-        print("\n".join(compare(*sys.argv[2:])))
+    if len(sys.argv) >= 5 and sys.argv[1] == "compare":
+        print("\n".join(compare(sys.argv[2:-1], sys.argv[-1])))
         return
     if len(sys.argv) < 2 or any("=" not in a for a in sys.argv[1:]):
         sys.exit(__doc__)

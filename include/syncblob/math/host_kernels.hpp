@@ -31,7 +31,13 @@ namespace math {
 
 namespace detail {
 
-// The kernel of `path` (concrete, as kernel_path_for returns it): a switch and a jump.
+template <class Op, FloatingElement T, std::same_as<T>... In>
+accumulator_t<T> resolve_then_reduce(Op op, std::int64_t n, const T* x, const In*... in);
+template <class Op, FloatingElement T, std::same_as<T>... In>
+void resolve_then_transform(Op op, std::int64_t n, T* y, const In*... in);
+
+// The kernel of `path`: a switch and a jump. The automatic path, which only the first call of a
+// process sees (kernel_path_for returns a concrete one), resolves the path first.
 template <class Op, FloatingElement T, std::same_as<T>... In>
 accumulator_t<T> reduce_on(KernelPath path, Op op, std::int64_t n, const T* x, const In*... in) {
     switch (path) {
@@ -40,10 +46,11 @@ accumulator_t<T> reduce_on(KernelPath path, Op op, std::int64_t n, const T* x, c
         case KernelPath::avx2:
             return avx2::reduce(op, n, x, in...);
         case KernelPath::portable:
+            return portable::reduce(op, n, x, in...);
         case KernelPath::automatic:
             break;
     }
-    return portable::reduce(op, n, x, in...);
+    return resolve_then_reduce(op, n, x, in...);
 }
 template <class Op, FloatingElement T, std::same_as<T>... In>
 void transform_on(KernelPath path, Op op, std::int64_t n, T* y, const In*... in) {
@@ -53,16 +60,22 @@ void transform_on(KernelPath path, Op op, std::int64_t n, T* y, const In*... in)
         case KernelPath::avx2:
             return avx2::transform(op, n, y, in...);
         case KernelPath::portable:
+            return portable::transform(op, n, y, in...);
         case KernelPath::automatic:
             break;
     }
-    return portable::transform(op, n, y, in...);
+    resolve_then_transform(op, n, y, in...);
 }
 
+// One kernel call on the resolved path: one relaxed load, a switch and a jump into the kernel.
 template <class Op, FloatingElement T, std::same_as<T>... In>
-accumulator_t<T> reduce_block(Op op, std::int64_t n, const T* x, const In*... in);
+accumulator_t<T> reduce_block(Op op, std::int64_t n, const T* x, const In*... in) {
+    return reduce_on(resolved_path().load(std::memory_order_relaxed), op, n, x, in...);
+}
 template <class Op, FloatingElement T, std::same_as<T>... In>
-void transform_block(Op op, std::int64_t n, T* y, const In*... in);
+void transform_block(Op op, std::int64_t n, T* y, const In*... in) {
+    transform_on(resolved_path().load(std::memory_order_relaxed), op, n, y, in...);
+}
 
 // The first kernel call of a process (or one racing with it): resolves the path, then dispatches
 // again. Out of line, so the dispatchers themselves make only tail calls and need no stack frame.
@@ -77,28 +90,10 @@ SYNCBLOB_NOINLINE void resolve_then_transform(Op op, std::int64_t n, T* y, const
     transform_block(op, n, y, in...);
 }
 
-// One kernel call on the resolved path: one relaxed load, a switch and a jump into the kernel.
-template <class Op, FloatingElement T, std::same_as<T>... In>
-accumulator_t<T> reduce_block(Op op, std::int64_t n, const T* x, const In*... in) {
-    const KernelPath path = resolved_path().load(std::memory_order_relaxed);
-    if (path == KernelPath::automatic) {
-        return resolve_then_reduce(op, n, x, in...);
-    }
-    return reduce_on(path, op, n, x, in...);
-}
-template <class Op, FloatingElement T, std::same_as<T>... In>
-void transform_block(Op op, std::int64_t n, T* y, const In*... in) {
-    const KernelPath path = resolved_path().load(std::memory_order_relaxed);
-    if (path == KernelPath::automatic) {
-        return resolve_then_transform(op, n, y, in...);
-    }
-    transform_on(path, op, n, y, in...);
-}
-
 /// The host dispatch of a reduction over x and the inputs: block by block, over threads from its
 /// split size, each block on its path.
 template <class Op, FloatingElement T, std::same_as<T>... In>
-[[nodiscard]] accumulator_t<T> reduce(Op op, std::int64_t n, const T* x, const In*... in) {
+[[nodiscard]] SYNCBLOB_ALWAYS_INLINE accumulator_t<T> reduce(Op op, std::int64_t n, const T* x, const In*... in) {
     constexpr std::int64_t arrays = 1 + sizeof...(In);
     return reduce_blocks<accumulator_t<T>>(
         n, reduction_block<T, arrays>, arrays * n * std::int64_t{sizeof(T)},
@@ -112,7 +107,7 @@ template <class Op, FloatingElement T, std::same_as<T>... In>
 
 /// The host dispatch of an element-wise operation on y (read and written) and the inputs (read).
 template <class Op, FloatingElement T, std::same_as<T>... In>
-void transform(Op op, std::int64_t n, T* y, const In*... in) {
+SYNCBLOB_ALWAYS_INLINE void transform(Op op, std::int64_t n, T* y, const In*... in) {
     constexpr std::int64_t arrays = 2 + sizeof...(In);  // y read and written, each input read
     for_elements(
         sizeof...(In) == 0 ? SplitKind::scale : SplitKind::update, n, arrays * n * std::int64_t{sizeof(T)},

@@ -177,10 +177,11 @@ SYNCBLOB_NOINLINE Acc reduce_many_blocks(std::int64_t n, std::int64_t block_elem
 
 // Reduces [0, n) block by block: one(first, count) and block(path, first, count) return a block's
 // sum (one on the path of small calls, block on the path given); block sums are added in order
-// whatever the thread count. One block goes straight to `one`.
+// whatever the thread count. One block goes straight to `one`. Always inlined, as for_elements: a
+// one-block call then jumps from the caller into the kernel's dispatch without a frame of its own.
 template <class Acc, class One, class Block>
-Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched, const One& one,
-                  const Block& block) {
+SYNCBLOB_ALWAYS_INLINE Acc reduce_blocks(std::int64_t n, std::int64_t block_elements, std::int64_t bytes_touched,
+                                         const One& one, const Block& block) {
     return n <= block_elements ? one(std::int64_t{0}, n)
                                : reduce_many_blocks<Acc>(n, block_elements, bytes_touched, block);
 }

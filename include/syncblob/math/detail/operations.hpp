@@ -33,7 +33,7 @@ namespace math::detail {
 /// contracts `sum + a * b` into one fused multiply-add by default, which rounds once instead of twice
 /// and so gives sums the host's replay (`cuda::detail::emulate_reduce`) cannot reproduce bit for bit.
 template <std::floating_point V>
-SYNCBLOB_HOST_DEVICE V rounded_product(V a, V b) noexcept {
+SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE V rounded_product(V a, V b) noexcept {
 #if defined(__CUDA_ARCH__)
     if constexpr (std::same_as<V, float>) {
         return __fmul_rn(a, b);
@@ -47,20 +47,25 @@ SYNCBLOB_HOST_DEVICE V rounded_product(V a, V b) noexcept {
 
 /// One element at a time, in `accumulator_t<T>`: the scalar tails of the vector kernels and every
 /// element of a custom CUDA kernel. `madd` rounds the product on its own (`rounded_product`).
+/// Always inlined, as is `rounded_product`: GCC does not inline a function into one compiled for
+/// another tuning, and the x86 kernel entries carry their own (x86_kernels.hpp), so a `-march=native`
+/// build otherwise called out of line for every element of a tail and gave each entry a stack frame.
 template <FloatingElement T>
 struct ScalarLanes {
     using vec = accumulator_t<T>;
     static constexpr int width = 1;
-    SYNCBLOB_HOST_DEVICE static vec load(const T* p) noexcept { return static_cast<vec>(*p); }
-    SYNCBLOB_HOST_DEVICE static void store(T* p, vec v) noexcept { *p = static_cast<T>(v); }
-    SYNCBLOB_HOST_DEVICE static vec zero() noexcept { return vec{0}; }
-    SYNCBLOB_HOST_DEVICE static vec set1(vec a) noexcept { return a; }
-    SYNCBLOB_HOST_DEVICE static vec add(vec a, vec b) noexcept { return a + b; }
-    SYNCBLOB_HOST_DEVICE static vec sub(vec a, vec b) noexcept { return a - b; }
-    SYNCBLOB_HOST_DEVICE static vec mul(vec a, vec b) noexcept { return a * b; }
-    SYNCBLOB_HOST_DEVICE static vec madd(vec a, vec b, vec c) noexcept { return c + rounded_product(a, b); }
-    SYNCBLOB_HOST_DEVICE static vec abs(vec a) noexcept { return a < vec{0} ? -a : a; }
-    SYNCBLOB_HOST_DEVICE static vec hsum(vec a) noexcept { return a; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec load(const T* p) noexcept { return static_cast<vec>(*p); }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static void store(T* p, vec v) noexcept { *p = static_cast<T>(v); }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec zero() noexcept { return vec{0}; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec set1(vec a) noexcept { return a; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec add(vec a, vec b) noexcept { return a + b; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec sub(vec a, vec b) noexcept { return a - b; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec mul(vec a, vec b) noexcept { return a * b; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec madd(vec a, vec b, vec c) noexcept {
+        return c + rounded_product(a, b);
+    }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec abs(vec a) noexcept { return a < vec{0} ? -a : a; }
+    SYNCBLOB_HOST_DEVICE SYNCBLOB_ALWAYS_INLINE static vec hsum(vec a) noexcept { return a; }
 };
 
 // An operation's body: inlined into the kernel of each path, which alone carries that path's
