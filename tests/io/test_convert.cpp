@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -322,93 +323,161 @@ const char* name_of(Format f) {
     return f == Format::npy ? "npy" : f == Format::safetensors ? "safetensors" : f == Format::json ? "JSON" : "Caffe";
 }
 
-// Loads `values` of From, written in `format`, into a Blob<To> by `options`.
-template <class To, class From>
-void load_as(Format format, const std::vector<From>& values, Blob<To>& blob, const io::LoadOptions& options) {
+// Whether `format` stores `from` and converts it into `to`.
+bool format_converts(Dtype from, Dtype to, Format format) {
+    const auto caffe_type = [](Dtype d) { return d == Dtype::F32 || d == Dtype::F64; };
+    const auto float8 = [](Dtype d) { return d == Dtype::F8_E4M3 || d == Dtype::F8_E5M2 || d == Dtype::F8_E8M0; };
+    switch (format) {
+        case Format::caffe:
+            return caffe_type(from) && caffe_type(to);
+        case Format::npy:
+            if (float8(from) || float8(to)) {
+                return false;  // .npy has no standard descriptor for the 8-bit floats
+            }
+            // .npy stores bfloat16 as raw 2-byte values ('<V2'), which convert to nothing else.
+            return from == to || (from != Dtype::BF16 && to != Dtype::BF16);
+        case Format::safetensors:
+        case Format::json:
+            break;
+    }
+    return true;
+}
+
+// `v` as the bytes of a file in `format` (empty for Caffe, which holds only float and double).
+template <class From>
+std::string written(Format format, const std::vector<From>& v) {
     switch (format) {
         case Format::npy:
-            io::load_npy(as_bytes(npy_of(values)), "p.npy", blob, options);
+            return npy_of(v);
+        case Format::safetensors:
+            return safetensors_of(v);
+        case Format::json:
+            return json_of(v);
+        case Format::caffe:
+            if constexpr (std::same_as<From, float> || std::same_as<From, double>) {
+                return proto_of(v);
+            }
+            break;
+    }
+    return {};
+}
+
+// One source type's probes and how to write any of them in any format: all that the check of a
+// pair needs of its source type, so that the check is compiled once per destination type.
+struct Source {
+    Dtype dtype;
+    std::vector<long double> values;                                            // each probe's exact value
+    std::function<std::string(Format, const std::vector<std::size_t>&)> write;  // the probes at these indices
+
+    [[nodiscard]] std::string_view name() const { return dtype_name(dtype); }
+};
+
+template <class From>
+Source source_of(const std::vector<From>& probes) {
+    Source source{dtype_of<From>, {}, {}};
+    for (const From v : probes) {
+        source.values.push_back(exact_value(v));
+    }
+    source.write = [probes](Format format, const std::vector<std::size_t>& which) {
+        std::vector<From> v;
+        for (const std::size_t i : which) {
+            v.push_back(probes[i]);
+        }
+        return written(format, v);
+    };
+    return source;
+}
+
+// Loads the bytes of a file in `format` into a Blob<To> by `options`.
+template <class To>
+void load_as(Format format, const std::string& bytes, Blob<To>& blob, const io::LoadOptions& options) {
+    switch (format) {
+        case Format::npy:
+            io::load_npy(as_bytes(bytes), "p.npy", blob, options);
             return;
-        case Format::safetensors: {
-            const std::string bytes = safetensors_of(values);
+        case Format::safetensors:
             io::SafetensorsFile::from_memory(as_bytes(bytes), "p.safetensors", options).load("x", blob);
             return;
-        }
         case Format::json:
-            io::parse_json(json_of(values), blob, options, "p.json");
+            io::parse_json(bytes, blob, options, "p.json");
             return;
         case Format::caffe:
-            if constexpr ((std::same_as<From, float> || std::same_as<From, double>)&&(std::same_as<To, float> ||
-                                                                                      std::same_as<To, double>)) {
-                io::parse_blob_proto(proto_of(values), blob, options, "p.pb");
+            if constexpr (std::same_as<To, float> || std::same_as<To, double>) {
+                io::parse_blob_proto(bytes, blob, options, "p.pb");
             }
             return;
     }
 }
 
-template <class From, class To>
-bool format_converts(Format f) {
-    if (f == Format::caffe) {
-        return (std::same_as<From, float> || std::same_as<From, double>)&&(std::same_as<To, float> ||
-                                                                           std::same_as<To, double>);
-    }
-    if (f == Format::npy && (is_float8<From> || is_float8<To>)) {
-        return false;  // .npy has no standard descriptor for the 8-bit floats
-    }
-    // .npy stores bfloat16 as raw 2-byte values ('<V2'), which convert to nothing else.
-    return f != Format::npy || (!std::same_as<From, bfloat16> && !std::same_as<To, bfloat16>) || std::same_as<From, To>;
+// Loads `values`, written in `format`, into a Blob<To> by `options`.
+template <class To, class From>
+void load_as(Format format, const std::vector<From>& values, Blob<To>& blob, const io::LoadOptions& options) {
+    load_as(format, written(format, values), blob, options);
 }
 
-// Every probe of From into To, in every format: saturating, all at once; exact, the probes that
-// convert exactly all at once, and those that do not, all at once (refused) and, through .npy
-// (safetensors for bfloat16), one by one: each refused, naming its type, the blob's type and the
-// saturating option.
-template <class From, class To>
-void check_pair() {
-    const std::vector<From> values = probes<From>();
-    std::vector<From> exact;
-    std::vector<From> inexact;
-    for (const From v : values) {
-        const Expected<To> want = reference<To>(exact_value(v));
-        INFO(element_name<From>() << " -> " << element_name<To>() << " of " << static_cast<double>(exact_value(v)));
-        REQUIRE(detail::convert_checked<To>(v).exact == want.exact);
-        (want.exact ? exact : inexact).push_back(v);
+// Whether convert_checked calls each probe of From exact in To.
+template <class To, class From>
+std::vector<bool> checked_exact(const std::vector<From>& probes) {
+    std::vector<bool> exact;
+    for (const From v : probes) {
+        exact.push_back(detail::convert_checked<To>(v).exact);
     }
+    return exact;
+}
+
+// Every probe of a source type into To, in every format: saturating, all at once; exact, the probes
+// that convert exactly all at once, and those that do not, all at once (refused) and, through .npy
+// (safetensors for bfloat16), one by one: each refused, naming its type, the blob's type and the
+// saturating option. `checked` is convert_checked's exactness of each probe.
+template <class To>
+void check_into(const Source& from, const std::vector<bool>& checked) {
+    std::vector<std::size_t> all;
+    std::vector<std::size_t> exact;
+    std::vector<std::size_t> inexact;
+    for (std::size_t i = 0; i < from.values.size(); ++i) {
+        const Expected<To> want = reference<To>(from.values[i]);
+        INFO(from.name() << " -> " << element_name<To>() << " of " << static_cast<double>(from.values[i]));
+        REQUIRE(checked[i] == want.exact);
+        all.push_back(i);
+        (want.exact ? exact : inexact).push_back(i);
+    }
+    const auto expect_values = [&](const Blob<To>& blob, const std::vector<std::size_t>& which) {
+        REQUIRE(blob.count() == static_cast<std::int64_t>(which.size()));
+        for (std::size_t k = 0; k < which.size(); ++k) {
+            INFO("value " << static_cast<double>(from.values[which[k]]));
+            REQUIRE(same_value(blob.host_data()[k], reference<To>(from.values[which[k]]).value));
+        }
+    };
     for (const Format format : {Format::npy, Format::safetensors, Format::json, Format::caffe}) {
-        if (!format_converts<From, To>(format)) {
+        if (!format_converts(from.dtype, dtype_of<To>, format)) {
             continue;
         }
-        INFO(element_name<From>() << " -> " << element_name<To>() << " through " << name_of(format));
-        Blob<To> all;
-        load_as(format, values, all, io::LoadOptions{.convert = true, .saturate = true});
-        REQUIRE(all.count() == static_cast<std::int64_t>(values.size()));
-        for (std::size_t i = 0; i < values.size(); ++i) {
-            INFO("value " << static_cast<double>(exact_value(values[i])));
-            REQUIRE(same_value(all.host_data()[i], reference<To>(exact_value(values[i])).value));
-        }
+        INFO(from.name() << " -> " << element_name<To>() << " through " << name_of(format));
+        Blob<To> saturated;
+        load_as(format, from.write(format, all), saturated, io::LoadOptions{.convert = true, .saturate = true});
+        expect_values(saturated, all);
         if (!exact.empty()) {
             Blob<To> some;
-            load_as(format, exact, some, io::LoadOptions{.convert = true});
-            for (std::size_t i = 0; i < exact.size(); ++i) {
-                REQUIRE(same_value(some.host_data()[i], reference<To>(exact_value(exact[i])).value));
-            }
+            load_as(format, from.write(format, exact), some, io::LoadOptions{.convert = true});
+            expect_values(some, exact);
         }
-        const auto refused = [&](const std::vector<From>& v) {
+        const auto refused = [&](const std::vector<std::size_t>& which) {
             Blob<To> none;
+            const std::string bytes = from.write(format, which);
             const std::string message =
-                test::message_of<FormatError>([&] { load_as(format, v, none, io::LoadOptions{.convert = true}); });
-            REQUIRE_THAT(message, Contains(std::string(element_name<From>())) &&
-                                      Contains(std::string(element_name<To>())) && Contains("LoadOptions::saturate"));
+                test::message_of<FormatError>([&] { load_as(format, bytes, none, io::LoadOptions{.convert = true}); });
+            REQUIRE_THAT(message, Contains(std::string(from.name())) && Contains(std::string(element_name<To>())) &&
+                                      Contains("LoadOptions::saturate"));
             REQUIRE_FALSE(none.has_shape());
         };
         if (!inexact.empty()) {
             refused(inexact);
         }
-        const bool one_by_one =
-            format == Format::npy || (format == Format::safetensors && !format_converts<From, To>(Format::npy));
-        for (std::size_t i = 0; one_by_one && i < inexact.size(); ++i) {
-            INFO("value " << static_cast<double>(exact_value(inexact[i])));
-            refused({inexact[i]});
+        const bool one_by_one = format == Format::npy || (format == Format::safetensors &&
+                                                          !format_converts(from.dtype, dtype_of<To>, Format::npy));
+        for (std::size_t k = 0; one_by_one && k < inexact.size(); ++k) {
+            INFO("value " << static_cast<double>(from.values[inexact[k]]));
+            refused({inexact[k]});
         }
     }
 }
@@ -418,7 +487,10 @@ void check_pair() {
 TEMPLATE_LIST_TEST_CASE("every pair of element types converts by the one rule table, in every format", "[io][convert]",
                         ElementTypes) {
     using From = TestType;
-    std::apply([](auto... to) { (check_pair<From, decltype(to)>(), ...); }, ElementTypes{});
+    const std::vector<From> values = probes<From>();
+    const Source source = source_of(values);
+    std::apply([&](auto... to) { (check_into<decltype(to)>(source, checked_exact<decltype(to)>(values)), ...); },
+               ElementTypes{});
 }
 
 TEST_CASE("a refused conversion names the element, its value and what saturating would give", "[io][convert]") {
