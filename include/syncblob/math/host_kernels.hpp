@@ -32,9 +32,22 @@ namespace math {
 namespace detail {
 
 template <class Op, FloatingElement T, std::same_as<T>... In>
-accumulator_t<T> resolve_then_reduce(Op op, std::int64_t n, const T* x, const In*... in);
+accumulator_t<T> reduce_block(Op op, std::int64_t n, const T* x, const In*... in);
 template <class Op, FloatingElement T, std::same_as<T>... In>
-void resolve_then_transform(Op op, std::int64_t n, T* y, const In*... in);
+void transform_block(Op op, std::int64_t n, T* y, const In*... in);
+
+// The first kernel call of a process (or one racing with it): resolves the path, then dispatches
+// again. Out of line, so the dispatchers themselves make only tail calls and need no stack frame.
+template <class Op, FloatingElement T, std::same_as<T>... In>
+SYNCBLOB_NOINLINE accumulator_t<T> resolve_then_reduce(Op op, std::int64_t n, const T* x, const In*... in) {
+    resolve_path();
+    return reduce_block(op, n, x, in...);
+}
+template <class Op, FloatingElement T, std::same_as<T>... In>
+SYNCBLOB_NOINLINE void resolve_then_transform(Op op, std::int64_t n, T* y, const In*... in) {
+    resolve_path();
+    transform_block(op, n, y, in...);
+}
 
 // The kernel of `path`: a switch and a jump. The automatic path, which only the first call of a
 // process sees (kernel_path_for returns a concrete one), resolves the path first.
@@ -75,19 +88,6 @@ accumulator_t<T> reduce_block(Op op, std::int64_t n, const T* x, const In*... in
 template <class Op, FloatingElement T, std::same_as<T>... In>
 void transform_block(Op op, std::int64_t n, T* y, const In*... in) {
     transform_on(resolved_path().load(std::memory_order_relaxed), op, n, y, in...);
-}
-
-// The first kernel call of a process (or one racing with it): resolves the path, then dispatches
-// again. Out of line, so the dispatchers themselves make only tail calls and need no stack frame.
-template <class Op, FloatingElement T, std::same_as<T>... In>
-SYNCBLOB_NOINLINE accumulator_t<T> resolve_then_reduce(Op op, std::int64_t n, const T* x, const In*... in) {
-    resolve_path();
-    return reduce_block(op, n, x, in...);
-}
-template <class Op, FloatingElement T, std::same_as<T>... In>
-SYNCBLOB_NOINLINE void resolve_then_transform(Op op, std::int64_t n, T* y, const In*... in) {
-    resolve_path();
-    transform_block(op, n, y, in...);
 }
 
 /// The host dispatch of a reduction over x and the inputs: block by block, over threads from its
