@@ -1,0 +1,16 @@
+# cmake -DBUILD_DIR=... -DTARGET=... -DNM=... -DOBJECT=... -P check_inlined.cmake
+# Builds TARGET, then fails when its object defines a symbol of the always-inlined element helpers.
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET} RESULT_VARIABLE built)
+if(NOT built EQUAL 0)
+  message(FATAL_ERROR "could not build ${TARGET}")
+endif()
+execute_process(COMMAND ${NM} -C --defined-only ${OBJECT} OUTPUT_VARIABLE symbols RESULT_VARIABLE read)
+if(NOT read EQUAL 0 OR NOT symbols MATCHES "asum_f")
+  message(FATAL_ERROR "could not read the symbols of ${OBJECT}")
+endif()
+string(REGEX MATCHALL "[^\n]*(ScalarLanes<|rounded_product<)[^\n]*" out_of_line "${symbols}")
+if(out_of_line)
+  list(JOIN out_of_line "\n" lines)
+  message(FATAL_ERROR "emitted out of line, so the kernels call them for every tail element:\n${lines}")
+endif()
+message(STATUS "${TARGET}: no element helper emitted out of line")
