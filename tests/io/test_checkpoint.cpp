@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <syncblob/io/checkpoint_writer.hpp>
@@ -396,5 +398,321 @@ TEST_CASE("a save killed at any step leaves no index naming a missing or partial
             CHECK((is_old || is_new));        // whichever index is there, its shards are whole and its own
             CHECK(is_new == (kill_at == 7));  // killed after the index was in place: the new checkpoint
         }
+    }
+}
+
+// --- What a save may remove or replace ---------------------------------------------------------
+
+namespace {
+
+// A Hugging Face folder: an old checkpoint of one shard whose index also maps tensors to files that
+// are no shards (a config and a tokenizer kept beside the weights), and a stale file of the shard
+// pattern that is no safetensors file.
+struct ModelFolder {
+    test::TempDir dir;
+    fs::path index = dir.path() / "model.safetensors.index.json";
+    std::string config = "{\"model_type\": \"llama\"}\n";
+    std::string tokenizer = "\x0a\x05hello tokenizer bytes";
+    std::string garbage = "not a safetensors file";
+
+    ModelFolder() {
+        test::NamedBlobs old;
+        old.add("old", {4});
+        test::write_shard(dir.path() / "model-00001-of-00003.safetensors", old);
+        test::write_shard(dir.path() / "other-00001-of-00001.safetensors", old);
+        test::write_text(dir.path() / "config.json", config);
+        test::write_text(dir.path() / "tokenizer.model", tokenizer);
+        test::write_text(dir.path() / "model-00003-of-00003.safetensors", garbage);
+        test::write_text(index, test::index_text({{"old", "model-00001-of-00003.safetensors"},
+                                                  {"cfg", "config.json"},
+                                                  {"tok", "tokenizer.model"},
+                                                  {"junk", "model-00003-of-00003.safetensors"},
+                                                  {"elsewhere", "other-00001-of-00001.safetensors"}}));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a save removes only the old shards it can prove are shards; files beside the weights stay",
+          "[io][checkpoint][strangers]") {
+    const ModelFolder m;
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 800;
+    const auto blobs = four_blobs();
+    const io::SavedCheckpoint saved = writer_of(blobs).save(m.dir.path(), options);
+    CHECK(holds(m.dir.path(), blobs));
+    CHECK(saved.index == m.index);
+    CHECK(saved.shards == std::vector<fs::path>{m.dir.path() / "model-00001-of-00002.safetensors",
+                                                m.dir.path() / "model-00002-of-00002.safetensors"});
+    CHECK(saved.removed == std::vector<fs::path>{m.dir.path() / "model-00001-of-00003.safetensors"});
+    std::map<std::string, std::string> kept;
+    for (const auto& k : saved.kept) {
+        kept[k.file.filename().string()] = k.reason;
+    }
+    REQUIRE(kept.size() == 4);
+    CHECK_THAT(kept["config.json"], Contains("not named as the old index's shards are"));
+    CHECK_THAT(kept["tokenizer.model"], Contains("not named as the old index's shards are"));
+    CHECK_THAT(kept["other-00001-of-00001.safetensors"], Contains("model-KKKKK-of-NNNNN.safetensors"));
+    CHECK_THAT(kept["model-00003-of-00003.safetensors"], Contains("not a safetensors file"));
+    REQUIRE(fs::exists(m.dir.path() / "config.json"));
+    REQUIRE(fs::exists(m.dir.path() / "tokenizer.model"));
+    CHECK(slurp(m.dir.path() / "config.json") == m.config);
+    CHECK(slurp(m.dir.path() / "tokenizer.model") == m.tokenizer);
+    // the shard pattern of the old index, but not a safetensors file: not provably a shard
+    CHECK(slurp(m.dir.path() / "model-00003-of-00003.safetensors") == m.garbage);
+    // a safetensors file, but not of the old index's pattern: not provably its shard
+    CHECK(fs::exists(m.dir.path() / "other-00001-of-00001.safetensors"));
+    // the old index's own shard: removed
+    CHECK_FALSE(fs::exists(m.dir.path() / "model-00001-of-00003.safetensors"));
+}
+
+TEST_CASE("a save replaces no file at a shard's or the index's name that it cannot prove is a checkpoint's",
+          "[io][checkpoint][strangers]") {
+    const test::TempDir dir;
+    const std::string notes = "my notes, not a shard";
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 800;  // two shards
+    SECTION("a shard's name") {
+        test::write_text(dir.path() / "model-00002-of-00002.safetensors", notes);
+        CHECK_THAT(test::message_of<IOError>([&] { (void)writer_of(four_blobs()).save(dir.path(), options); }),
+                   Contains("cannot replace " + (dir.path() / "model-00002-of-00002.safetensors").string() +
+                            ": it is not a safetensors file"));
+        CHECK(slurp(dir.path() / "model-00002-of-00002.safetensors") == notes);
+    }
+    SECTION("the index's name") {
+        test::write_text(dir.path() / "model.safetensors.index.json", notes);
+        CHECK_THAT(test::message_of<IOError>([&] { (void)writer_of(four_blobs()).save(dir.path(), options); }),
+                   Contains("cannot replace " + (dir.path() / "model.safetensors.index.json").string() +
+                            ": it is not a checkpoint index"));
+        CHECK(slurp(dir.path() / "model.safetensors.index.json") == notes);
+    }
+    CHECK(names_in(dir.path()).size() == 1);  // refused before anything was written
+}
+
+TEST_CASE("a prefix that would not read back is refused at save, before anything is written",
+          "[io][checkpoint][strangers]") {
+    const test::TempDir dir;
+    const auto w = writer_of(four_blobs());
+    const std::vector<std::string> refused = {
+        "sub/model", "", ".", "..", "/abs", std::string("a\0b", 3), "bad\xff", std::string(250, 'x')};
+    for (const auto& prefix : refused) {
+        CAPTURE(prefix);
+        io::CheckpointSaveOptions options;
+        options.prefix = prefix;
+        CHECK_THAT(test::message_of<OptionError>([&] { (void)w.save(dir.path() / "out", options); }),
+                   Contains("CheckpointWriter::save: CheckpointSaveOptions::prefix \""));
+        CHECK_FALSE(fs::exists(dir.path() / "out"));
+    }
+}
+
+TEST_CASE("writers keep what they save alive: blobs of a vector that grew, or was cleared, save their values",
+          "[io][checkpoint][strangers]") {
+    const test::TempDir dir;
+    std::vector<Blob<float>> blobs;
+    io::CheckpointWriter checkpoint;
+    io::SafetensorsWriter single;
+    for (int k = 0; k < 40; ++k) {
+        auto& b = blobs.emplace_back(Shape{16});  // each emplace may move every blob before it
+        b.fill(static_cast<float>(k));
+        b.fill_diff(static_cast<float>(-k));
+        checkpoint.add("b" + std::to_string(k), b, k % 2 == 0);
+        single.add("b" + std::to_string(k), b, k % 2 == 0);
+    }
+    blobs.clear();  // and then every blob is gone
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 256;
+    const auto c = io::Checkpoint::open(checkpoint.save(dir.path() / "ckpt", options));
+    single.save(dir.path() / "one.safetensors");
+    const auto file = io::SafetensorsFile::open(dir.path() / "one.safetensors");
+    for (int k = 0; k < 40; ++k) {
+        const std::string name = "b" + std::to_string(k);
+        CAPTURE(name);
+        std::vector<float> got(16);
+        c.read_elements<float>(c.at(name), 0, 16, got.data(), io::detail::ConvertRule::exact);
+        CHECK(got == std::vector<float>(16, static_cast<float>(k)));
+        CHECK(file.load<float>(name).host_data()[15] == static_cast<float>(k));
+        if (k % 2 == 0) {
+            REQUIRE(c.diff_of(c.at(name)) != nullptr);
+            c.read_elements<float>(*c.diff_of(c.at(name)), 0, 16, got.data(), io::detail::ConvertRule::exact);
+            CHECK(got == std::vector<float>(16, static_cast<float>(-k)));
+        }
+    }
+}
+
+TEST_CASE("a writer holding a memory-mapped blob saves it after the blob was written through copy on write",
+          "[io][checkpoint][strangers]") {
+    const test::TempDir dir;
+    test::NamedBlobs one;
+    one.add("w", {64});
+    test::write_shard(dir.path() / "in.safetensors", one);
+    io::SafetensorsWriter single;
+    io::CheckpointWriter checkpoint;
+    {
+        auto mapped = io::SafetensorsFile::open(dir.path() / "in.safetensors", {}, io::LoadMode::map).load<float>("w");
+        single.add("w", mapped);
+        checkpoint.add("w", mapped);
+        mapped.mutable_host_data()[0] = 42.0f;  // copy on write: the mapping is let go
+    }
+    single.save(dir.path() / "out.safetensors");
+    const auto saved = io::SafetensorsFile::open(dir.path() / "out.safetensors").load<float>("w");
+    CHECK(saved.host_data()[0] == 42.0f);  // the values the blob held at save
+    CHECK(saved.host_data()[1] == one.blobs[0].second.host_data()[1]);
+    const auto c = io::Checkpoint::open(checkpoint.save(dir.path() / "ckpt"));
+    std::vector<float> got(64);
+    c.read_elements<float>(c.at("w"), 0, 64, got.data(), io::detail::ConvertRule::exact);
+    CHECK(got[1] == one.blobs[0].second.host_data()[1]);
+}
+
+// --- Whatever a writer saves, open reads back ----------------------------------------------------
+
+namespace {
+
+const std::string not_utf8("bad\xc3", 4);
+
+// A random name: printable ASCII, the characters JSON escapes, multi-byte UTF-8, '/' and '.'; now
+// and then one a writer must refuse (reserved, not UTF-8) or one already taken.
+std::string random_name(std::mt19937_64& rng, const std::vector<std::string>& taken) {
+    static const std::vector<std::string> pieces = {"a",  "Z",  "0",   ".",    "/",      "-",       " ",      "\"",
+                                                    "\\", "\n", "\t",  "\x01", "é",      "层",      "🙂",     "weight",
+                                                    "__", ":",  "{}", "[",    ".__d", "model-00001-of-00002"};
+    const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+    switch (pick(24)) {
+        case 0:
+            return taken.empty() ? "x" : taken[pick(taken.size())];  // taken: refused
+        case 1:
+            return "w" + std::string(io::diff_suffix);  // reserved: refused
+        case 2:
+            return "__metadata__";  // reserved: refused
+        case 3:
+            return not_utf8;  // refused
+        case 4:
+            return std::string(300 + pick(3000), 'n');  // long names are names
+        default:
+            break;
+    }
+    std::string name;
+    for (std::size_t n = 1 + pick(6); n > 0; --n) {
+        name += pieces[pick(pieces.size())];
+    }
+    return name;
+}
+
+// A random prefix; `valid` says whether save must take it.
+std::string random_prefix(std::mt19937_64& rng, bool& valid) {
+    static const std::vector<std::string> good = {"model", "m", "model-00001-of-00002", "权重", ".hidden", "a b",
+                                                  "x.safetensors", std::string(200, 'p')};
+    static const std::vector<std::string> bad = {"",    ".",  "..", "sub/model", "/abs", "a/", std::string("a\0b", 3),
+                                                 "\xff", std::string(240, 'p')};
+    valid = rng() % 3 != 0;
+    return valid ? good[rng() % good.size()] : bad[rng() % bad.size()];
+}
+
+}  // namespace
+
+TEST_CASE("whatever a checkpoint writer saves, open reads back: random names, prefixes, shard sizes, dtypes",
+          "[io][checkpoint][property]") {
+    const test::TempDir dir;
+    for (std::uint64_t seed = 1; seed <= 150; ++seed) {
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        io::CheckpointWriter w;
+        struct Want {
+            Dtype dtype;
+            std::vector<std::int64_t> shape;
+            std::vector<std::byte> bytes;
+        };
+        std::map<std::string, Want> want;
+        std::vector<std::string> taken;
+        for (std::size_t n = rng() % 12; n > 0; --n) {
+            const std::string name = random_name(rng, taken);
+            const bool refused = std::find(taken.begin(), taken.end(), name) != taken.end() ||
+                                 name.ends_with(io::diff_suffix) || name == "__metadata__" || name == not_utf8;
+            if (rng() % 3 == 0) {  // a blob, now and then with its diff
+                Blob<double> b({static_cast<std::int64_t>(rng() % 5), 3});
+                for (auto& x : b.mutable_host_data()) {
+                    x = static_cast<double>(rng() % 1000) - 500.5;
+                }
+                b.fill_diff(0.25);
+                const bool with_diff = rng() % 2 == 0;
+                const bool diff_taken = with_diff && std::find(taken.begin(), taken.end(),
+                                                               name + std::string(io::diff_suffix)) != taken.end();
+                if (refused || diff_taken) {
+                    CHECK_THROWS_AS(w.add(name, b, with_diff), FormatError);
+                    continue;
+                }
+                w.add(name, b, with_diff);
+                const auto bytes = std::as_bytes(b.host_data());
+                want[name] = {Dtype::F64, {b.shape(0), 3}, {bytes.begin(), bytes.end()}};
+                taken.push_back(name);
+                if (with_diff) {
+                    const auto d = std::as_bytes(b.host_diff());
+                    want[name + std::string(io::diff_suffix)] = {Dtype::F64, {b.shape(0), 3}, {d.begin(), d.end()}};
+                    taken.push_back(name + std::string(io::diff_suffix));
+                }
+                continue;
+            }
+            const Dtype dtype = all_dtypes[rng() % all_dtypes.size()];
+            std::vector<std::int64_t> shape;
+            for (std::size_t axes = rng() % 4; axes > 0; --axes) {
+                shape.push_back(static_cast<std::int64_t>(rng() % 4));
+            }
+            std::uint64_t count = 1;
+            for (const auto e : shape) {
+                count *= static_cast<std::uint64_t>(e);
+            }
+            std::vector<std::byte> bytes(count * dtype_size(dtype));
+            for (auto& b : bytes) {
+                b = static_cast<std::byte>(rng());
+            }
+            if (refused) {
+                CHECK_THROWS_AS(w.add_bytes(name, dtype, shape, bytes), FormatError);
+                continue;
+            }
+            w.add_bytes(name, dtype, shape, bytes);
+            want[name] = {dtype, shape, std::move(bytes)};
+            taken.push_back(name);
+        }
+        w.metadata()["format"] = "pt";
+        const std::string key = random_name(rng, {});
+        const std::string value = random_name(rng, {});
+        w.metadata()[key] = value;
+        io::CheckpointSaveOptions options;
+        bool valid = true;
+        options.prefix = random_prefix(rng, valid);
+        const std::uint64_t limits[] = {0, 1, 16, 100, 1000, 5'000'000'000};
+        options.max_shard_bytes = limits[rng() % 6];
+        options.fsync = rng() % 8 == 0;
+        const fs::path folder = dir.path() / std::to_string(seed);
+        if (!valid) {
+            CHECK_THROWS_AS(w.save(folder, options), OptionError);
+            CHECK_FALSE(fs::exists(folder));
+            continue;
+        }
+        if (key == not_utf8 || value == not_utf8) {
+            CHECK_THROWS_AS(w.save(folder, options), FormatError);  // metadata that is not UTF-8
+            CHECK_FALSE(fs::exists(folder));
+            continue;
+        }
+        const io::SavedCheckpoint saved = w.save(folder, options);
+        const auto c = io::Checkpoint::open(saved.index);
+        REQUIRE(c.tensors().size() == want.size());
+        CHECK(c.shards().size() == saved.shards.size());
+        for (const auto& shard : c.shards()) {
+            CHECK(shard.metadata == w.metadata());
+        }
+        for (const auto& [name, expected] : want) {
+            const auto* t = c.find(name);
+            REQUIRE(t != nullptr);
+            CHECK(t->dtype == expected.dtype);
+            CHECK(std::vector<std::int64_t>(t->shape.begin(), t->shape.end()) == expected.shape);
+            std::vector<std::byte> got(expected.bytes.size());
+            c.read_bytes(*t, 0, got.data(), got.size());
+            CHECK(got == expected.bytes);
+            if (io::Checkpoint::is_diff(name)) {
+                CHECK(t->shard == c.at(name.substr(0, name.size() - io::diff_suffix.size())).shard);
+            }
+        }
+        CHECK(saved.kept.empty());
+        CHECK(saved.removed.empty());
     }
 }

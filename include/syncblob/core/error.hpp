@@ -59,6 +59,14 @@ public:
     using Error::Error;
 };
 
+/// An option or argument outside what the call accepts (a size, count, thread number, timeout,
+/// prefix or name); the message names the option and its value. Checked where the option enters,
+/// before anything is read, written or sent.
+class OptionError : public Error {
+public:
+    using Error::Error;
+};
+
 /// A failed file-system operation (open, read, write, rename).
 class IOError : public Error {
 public:

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../blob.hpp"
+#include "detail/held_bytes.hpp"
 #include "detail/name_index.hpp"
 #include "detail/safetensors_format.hpp"
 #include "detail/safetensors_header.hpp"
@@ -38,12 +39,16 @@ inline constexpr std::string_view diff_suffix = ".__diff__";
 /// String metadata of a safetensors file (`__metadata__`); written with its keys sorted.
 using Metadata = std::map<std::string, std::string>;
 
-/// Collects named blobs, then saves them as one safetensors file. The blobs are read when added
-/// (synchronised to the host then) and must stay alive and unchanged until `save` returns.
+/// Collects named blobs, then saves them as one safetensors file. It owns what it needs: each blob's
+/// storage is held (shared with the blob) from `add` until the writer is destroyed, and raw bytes
+/// are copied, so the blobs may be moved, destroyed or kept in a container that grows meanwhile.
+/// `save` reads the values the storage holds then (synchronised to the host then); a blob given
+/// other storage after `add` (a reshape that reallocates, `share_data`) leaves the writer with the
+/// storage it had.
 class SafetensorsWriter {
     struct Pending {
         detail::SafetensorsEntry entry;
-        std::span<const std::byte> bytes;
+        detail::HeldBytes bytes;
     };
 
     [[nodiscard]] auto name_at() const {
@@ -59,23 +64,24 @@ public:
         std::vector<std::int64_t> shape = blob.has_shape()
                                               ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
                                               : std::vector<std::int64_t>{0};
+        const auto bytes = static_cast<std::uint64_t>(blob.count()) * sizeof(T);
         check_name(name);
         if (!with_diff) {
-            const auto data = std::as_bytes(blob.host_data());
+            auto data = detail::HeldBytes::of(blob.data_buffer(), bytes);
             make_room(1);
-            push(std::move(name), dtype_of<T>, std::move(shape), data);
+            push(std::move(name), dtype_of<T>, std::move(shape), std::move(data));
             return;
         }
         std::string diff_name = name + std::string(diff_suffix);
         check_free(diff_name);
-        const auto data = std::as_bytes(blob.host_data());
-        const auto diff = std::as_bytes(blob.host_diff());
+        auto data = detail::HeldBytes::of(blob.data_buffer(), bytes);
+        auto diff = detail::HeldBytes::of(blob.diff_buffer(), bytes);
         make_room(2);  // neither push below can throw now
-        push(std::move(name), dtype_of<T>, shape, data);
-        push(std::move(diff_name), dtype_of<T>, std::move(shape), diff);
+        push(std::move(name), dtype_of<T>, shape, std::move(data));
+        push(std::move(diff_name), dtype_of<T>, std::move(shape), std::move(diff));
     }
 
-    /// Adds raw little-endian bytes as a tensor (`bytes` must outlive `save`). \throws FormatError
+    /// Adds raw little-endian bytes as a tensor; the writer keeps a copy of them. \throws FormatError
     /// when the name is refused (as by `add`), the shape is not one (a negative extent, more than
     /// 32 axes, a count that overflows), or `bytes` is not the size the shape and dtype need.
     void add_bytes(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
@@ -91,8 +97,9 @@ public:
                                    detail::safetensors_shape_text(shape) + " of " + std::string(dtype_name(dtype)) +
                                    " needs " + std::to_string(count * dtype_size(dtype)));
         }
+        auto copy = detail::HeldBytes::copy_of(bytes);
         make_room(1);
-        push(std::move(name), dtype, std::move(shape), bytes);
+        push(std::move(name), dtype, std::move(shape), std::move(copy));
     }
 
     /// The string metadata written as `__metadata__`.
@@ -111,7 +118,9 @@ public:
 
     /// Writes the file atomically (see `save_atomic`). `progress`, when given, is called after each
     /// tensor's bytes are written with (bytes written so far, bytes of the whole file).
-    /// \throws IOError, FormatError, and what `progress` throws (the file is then not written).
+    /// \throws IOError, FormatError, StateError (a blob's storage holds fewer bytes than when it was
+    /// added: it was given another size through `set_host_data`), and what `progress` throws (the
+    /// file is then not written).
     void save(const std::filesystem::path& file, const SaveOptions& options = {},
               const std::function<void(std::uint64_t, std::uint64_t)>& progress = {}) {
         const std::string head = header();
@@ -123,7 +132,8 @@ public:
             w.reserve(total);
             w.write(head.data(), head.size());
             for (const auto& p : entries_) {
-                w.write(p.bytes.data(), p.bytes.size());
+                const auto bytes = p.bytes.read(p.entry.name);
+                w.write(bytes.data(), bytes.size());
                 if (progress) {
                     progress(w.bytes_written(), total);
                 }
@@ -132,6 +142,8 @@ public:
     }
 
 private:
+    friend class CheckpointWriter;  // keeps every tensor in one writer, then gives each shard its own
+
     void check_name(const std::string& name) const {
         if (name == "__metadata__" || name.ends_with(diff_suffix)) {
             throw_format_error("safetensors", "tensor \"" + name + "\"",
@@ -159,13 +171,13 @@ private:
     }
 
     // Appends an entry whose name was checked, into room made by the caller (nothing throws).
-    void push(std::string name, Dtype dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
+    void push(std::string name, Dtype dtype, std::vector<std::int64_t> shape, detail::HeldBytes bytes) {
         detail::SafetensorsEntry e;
         e.name = std::move(name);
         e.dtype = dtype;
         e.shape = std::move(shape);
         e.end = bytes.size();
-        entries_.push_back({std::move(e), bytes});
+        entries_.push_back({std::move(e), std::move(bytes)});
         (void)index_.insert(entries_.back().entry.name, entries_.size() - 1, name_at());
     }
 
