@@ -74,8 +74,10 @@ public:
         }
         auto blob = std::make_unique<blob_type>(shape);
         blob->set_stream(stream_);
-        shapes_.reserve(shapes_.size() + 1);
-        blobs_.push_back(std::move(blob));
+        if (shapes_.size() == shapes_.capacity()) {  // geometric growth: reserve(size + 1) each time is quadratic
+            shapes_.reserve(std::max<std::size_t>(16, 2 * shapes_.size()));
+        }
+        blobs_.push_back(std::move(blob));  // then the shape's push_back cannot throw
         shapes_.push_back(shape);
         return *blobs_.back();
     }

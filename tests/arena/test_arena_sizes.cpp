@@ -8,6 +8,8 @@
 
 #include <syncblob/arena.hpp>
 
+#include "complexity.hpp"
+
 using syncblob::ParameterArena;
 
 TEST_CASE("ParameterArena::seal refuses blobs whose slices together pass the addressable size", "[arena][hostile]") {
@@ -37,4 +39,19 @@ TEST_CASE("ParameterArena::seal refuses a blob grown before seal past what the a
     CHECK_THROWS_AS(arena.seal(), syncblob::ShapeError);
     CHECK_FALSE(arena.sealed());
     CHECK(arena.count() == 3 + (std::int64_t{1} << 60));
+}
+
+TEST_CASE("an arena of many blobs is built, sealed, viewed and bucketed in time linear in their count",
+          "[arena][complexity]") {
+    const auto build = [](std::size_t n) {
+        ParameterArena<float> arena;
+        for (std::size_t i = 0; i < n; ++i) {
+            arena.add({1});
+        }
+        arena.seal();
+        REQUIRE(arena.data_buffer().fresh_on_host());  // a view of every blob, checked
+        REQUIRE(arena.diff_buffer().elements() >= n);
+        REQUIRE(arena.buckets(1024).size() >= n / 4);
+    };
+    CHECK(test::tenfold_growth(build, 2000) < test::linear_bound);
 }

@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +18,8 @@
 #include <vector>
 
 #include "checkpoint_support.hpp"
+#include "child_process.hpp"
+#include "complexity.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
@@ -238,4 +243,99 @@ TEST_CASE("on the simulated timeline, reading the next chunk overlaps the copy o
         }
     }
     CHECK(Device::faults().empty());
+}
+
+// --- Options at their limits ---------------------------------------------------------------------
+
+namespace {
+
+// Runs `body` in a child process that has `seconds` to finish: a hang is a failure, not a stuck suite.
+template <class Body>
+int in_child_within(unsigned seconds, Body&& body) {
+    const int status = test::wait_status_of_child([&] {
+        ::alarm(seconds);
+        return body();
+    });
+    return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("a chunk size at its limit loads (host and device), as one chunk per buffer", "[checkpoint][options]") {
+    const test::TempDir dir;
+    Blob<float> a({300});
+    Blob<float> b({5});
+    a.fill(2.0f);
+    b.fill(4.0f);
+    b.fill_diff(-1.0f);  // the second blob has a diff: a chunk of the diff buffer after the data's
+    io::CheckpointWriter w;
+    w.add("a", a);
+    w.add("b", b, true);
+    const auto ckpt = io::Checkpoint::open(w.save(dir.path()));
+    for (const auto target : {checkpoint::Target::host, checkpoint::Target::device}) {
+        CAPTURE(static_cast<int>(target));
+        const int status = in_child_within(20, [&] {
+            const Device::Scope scope{Device::Settings{}};
+            checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+            checkpoint::LoadOptions options;
+            options.target = target;
+            options.chunk_bytes = std::numeric_limits<std::size_t>::max();
+            options.staging_blocks = std::numeric_limits<unsigned>::max();
+            const auto report = loaded.load(ckpt, options);
+            const bool ok = report.chunks == 2 && loaded["a"].host_data()[299] == 2.0f &&
+                            loaded["b"].host_data()[4] == 4.0f && loaded["b"].host_diff()[4] == -1.0f &&
+                            Device::faults().empty();
+            return ok ? 0 : 1;
+        });
+        CHECK(status == 0);
+    }
+}
+
+TEST_CASE("reader threads are capped at parallel::max_threads(), as documented", "[checkpoint][options]") {
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(4, 16);
+    const auto ckpt = test::save_checkpoint(dir.path(), blobs, 1 << 20);
+    const Device::Scope scope{Device::Settings{}};
+    for (const auto target : {checkpoint::Target::host, checkpoint::Target::device}) {
+        checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+        checkpoint::LoadOptions options;
+        options.target = target;
+        options.chunk_bytes = 4096;
+        options.threads = 256;
+        const auto report = loaded.load(ckpt, options);
+        CHECK(report.chunks > parallel::max_threads());
+        CHECK(report.threads == parallel::max_threads());
+        CHECK(test::arena_holds(loaded, blobs));
+    }
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("laying out and loading an arena of many tensors takes time linear in their count",
+          "[checkpoint][complexity]") {
+    const test::TempDir dir;
+    std::vector<io::Checkpoint> checkpoints;
+    for (const std::size_t n : {std::size_t{2000}, std::size_t{20000}}) {
+        io::CheckpointWriter w;
+        std::vector<Blob<float>> blobs;
+        blobs.reserve(n);
+        for (std::size_t k = 0; k < n; ++k) {
+            blobs.emplace_back(Shape{1}).fill(static_cast<float>(k));
+            w.add("t" + std::to_string(k), blobs.back(), k % 3 == 0);
+        }
+        checkpoints.push_back(io::Checkpoint::open(w.save(dir.path() / std::to_string(n))));
+    }
+    const auto& small = checkpoints[0];
+    const auto& large = checkpoints[1];
+    const auto pick = [&](std::size_t n) -> const io::Checkpoint& { return n == 2000 ? small : large; };
+    const double layout =
+        test::tenfold_growth([&](std::size_t n) { checkpoint::CheckpointArena<float> a(pick(n)); }, 2000);
+    CHECK(layout < test::linear_bound);
+    const double load = test::tenfold_growth(
+        [&](std::size_t n) {
+            checkpoint::CheckpointArena<float> a(pick(n));
+            (void)a.load(pick(n));
+            REQUIRE(a["t" + std::to_string(n - 1)].host_data()[0] == static_cast<float>(n - 1));
+        },
+        2000);
+    CHECK(load < test::linear_bound);
 }

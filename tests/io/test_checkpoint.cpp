@@ -22,6 +22,7 @@
 
 #include "checkpoint_files.hpp"
 #include "child_process.hpp"
+#include "complexity.hpp"
 #include "tempfile.hpp"
 
 namespace fs = std::filesystem;
@@ -561,6 +562,24 @@ TEST_CASE("a writer holding a memory-mapped blob saves it after the blob was wri
     std::vector<float> got(64);
     c.read_elements<float>(c.at("w"), 0, 64, got.data(), io::detail::ConvertRule::exact);
     CHECK(got[1] == one.blobs[0].second.host_data()[1]);
+}
+
+TEST_CASE("an index naming many shards is checked in time linear in their count", "[io][checkpoint][complexity]") {
+    const test::TempDir dir;
+    // An index naming N shards, none of which exists: the numbering is checked, then the first is missing.
+    for (const std::size_t n : {std::size_t{20000}, std::size_t{200000}}) {
+        std::vector<std::pair<std::string, std::string>> map;
+        for (std::size_t k = 1; k <= n; ++k) {
+            map.emplace_back("t" + std::to_string(k), io::detail::shard_file_name("model", k, n));
+        }
+        test::write_text(dir.path() / (std::to_string(n) + ".json"), test::index_text(map));
+    }
+    const auto open = [&](std::size_t n) {
+        REQUIRE_THAT(
+            test::message_of<IOError>([&] { (void)io::Checkpoint::open(dir.path() / (std::to_string(n) + ".json")); }),
+            Contains("model-00001-of-"));
+    };
+    CHECK(test::tenfold_growth(open, 20000) < test::linear_bound);
 }
 
 // --- Whatever a writer saves, open reads back ----------------------------------------------------

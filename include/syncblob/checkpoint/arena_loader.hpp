@@ -129,7 +129,7 @@ private:
     LoadReport load_host(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan, const LoadOptions& options,
                          unsigned threads);
     LoadReport load_device(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan, const LoadOptions& options,
-                           unsigned threads, std::size_t block_bytes, stream_type copy_stream);
+                           unsigned threads, stream_type copy_stream);
 
     arena_type arena_;
     std::vector<std::string> names_;
@@ -171,18 +171,16 @@ LoadReport CheckpointArena<T, A>::load(const io::Checkpoint& ckpt, const LoadOpt
                                        stream_type copy_stream) {
     const auto started = std::chrono::steady_clock::now();
     arena_.check("CheckpointArena::load");
-    const bool on_device = device_backend::has_device && options.target != Target::host;
+    const bool on_device = detail::ckpt::on_device(options.target, device_backend::has_device);
     detail::ckpt::Planner planner(sizeof(T), options.chunk_bytes);
     const auto data = targets(ckpt, options, false, on_device);
     const auto diffs = targets(ckpt, options, true, on_device);
     planner.add(data, false);
     planner.add(diffs, true);
     const detail::ckpt::Plan plan = planner.finish();
-    const auto threads = static_cast<unsigned>(std::max<std::size_t>(
-        1,
-        std::min<std::size_t>(options.threads == 0 ? parallel::max_threads() : options.threads, plan.chunks.size())));
-    LoadReport report = on_device ? load_device(ckpt, plan, options, threads, planner.limit(), copy_stream)
-                                  : load_host(ckpt, plan, options, threads);
+    const unsigned threads = detail::ckpt::reader_threads(options.threads, plan.chunks.size());
+    LoadReport report =
+        on_device ? load_device(ckpt, plan, options, threads, copy_stream) : load_host(ckpt, plan, options, threads);
     report.tensors = data.size() + diffs.size();
     report.bytes_read = plan.source_bytes;
     report.chunks = plan.chunks.size();
@@ -196,11 +194,11 @@ template <Element T, SyncedAllocator A>
 LoadReport CheckpointArena<T, A>::load_host(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan,
                                             const LoadOptions& options, unsigned threads) {
     std::byte* bases[2] = {nullptr, nullptr};
+    auto data = arena_.data_buffer();  // each view checks every blob: once, not once per blob
+    auto diff = arena_.diff_buffer();
     for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_host, the device sides stale
-        auto data = arena_.data_buffer();
         bases[0] = reinterpret_cast<std::byte*>(data.mutable_host_data_for_overwrite(i, i + 1).data());
         if (ckpt.diff_of(ckpt.at(names_[i])) != nullptr) {
-            auto diff = arena_.diff_buffer();
             bases[1] = reinterpret_cast<std::byte*>(diff.mutable_host_data_for_overwrite(i, i + 1).data());
         }
     }
@@ -224,8 +222,7 @@ LoadReport CheckpointArena<T, A>::load_host(const io::Checkpoint& ckpt, const de
 
 template <Element T, SyncedAllocator A>
 LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan,
-                                              const LoadOptions& options, unsigned threads, std::size_t block_bytes,
-                                              stream_type copy_stream) {
+                                              const LoadOptions& options, unsigned threads, stream_type copy_stream) {
     LoadReport report;
     if constexpr (device_backend::has_device) {
         using Load = detail::ckpt::DeviceLoad<T, A>;
@@ -235,22 +232,23 @@ LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const 
         }
         const DeviceGuard<device_backend> guard(device);  // the arena's blocks and streams are its device's
         typename Load::Targets targets;
-        std::vector<stream_type> streams;  // the streams the blobs' buffers use
+        std::vector<stream_type> streams;  // the streams the blobs' buffers use, once each (below)
         const auto use = [&streams](stream_type s) {
-            if (std::find(streams.begin(), streams.end(), s) == streams.end()) {
+            if (streams.empty() || !(streams.back() == s)) {
                 streams.push_back(s);
             }
         };
+        auto data = arena_.data_buffer();  // each view checks every blob: once, not once per blob
+        auto diff = arena_.diff_buffer();
         for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_device, the host sides stale
-            auto data = arena_.data_buffer();
             targets.data = reinterpret_cast<std::byte*>(data.mutable_device_data_for_overwrite(i, i + 1));
             use(arena_[i].data_buffer()->stream());
             if (ckpt.diff_of(ckpt.at(names_[i])) != nullptr) {
-                auto diff = arena_.diff_buffer();
                 targets.diff = reinterpret_cast<std::byte*>(diff.mutable_device_data_for_overwrite(i, i + 1));
                 use(arena_[i].diff_buffer()->stream());
             }
         }
+        detail::ckpt::keep_distinct(streams);
         for (const stream_type s : streams) {
             detail::order_after<device_backend>(s, copy_stream);  // the copies overwrite what work on s uses
         }
@@ -258,10 +256,11 @@ LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const 
                   options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact);
         detail::ckpt::Progress progress(options.progress, plan.source_bytes);
         try {
-            load.run(threads, std::max(1u, options.staging_blocks), block_bytes, progress);
+            load.run(threads, detail::ckpt::staging_blocks(options.staging_blocks, plan.chunks.size(), threads),
+                     plan.largest_chunk, progress);
         } catch (...) {
             for (const stream_type s : streams) {
-                load.order(s);
+                load.order(s);  // failed part-way: the copies already issued stay before any use of the blobs
             }
             throw;
         }

@@ -30,15 +30,19 @@ struct LoadOptions {
     /// With `convert`: a value the arena's type cannot hold takes the nearest one (see
     /// `io::LoadOptions::saturate`). Off: such a value is a `FormatError` naming its element.
     bool saturate = false;
-    /// The most bytes a reader reads and a copy moves at once (a chunk; at least 4096). Each
-    /// reader thread owns `staging_blocks` pinned blocks of this size for a device load.
+    /// The most bytes a reader reads and a copy moves at once (a chunk; taken as 4096 when smaller;
+    /// any larger value works, `SIZE_MAX` included: a chunk never spans more than one of the arena's
+    /// buffers). A device load's staging blocks are the size of its largest chunk.
     std::size_t chunk_bytes = std::size_t{8} << 20;
-    /// Reader threads (syncblob's pool, `parallel::max_threads()` at most); 0: all of them.
+    /// Reader threads (syncblob's pool); 0: all of them. Capped at `parallel::max_threads()` and at
+    /// the number of chunks; `LoadReport::threads` says how many ran.
     unsigned threads = 0;
-    /// Pinned staging blocks per reader thread for a device load (at least 1): with 2, a reader
-    /// reads the next chunk while the copy of the last one runs.
+    /// Pinned staging blocks per reader thread for a device load (taken as 1 when 0, and as the
+    /// reader's share of the chunks when more): with 2, a reader reads the next chunk while the copy
+    /// of the last one runs.
     unsigned staging_blocks = 2;
-    /// Where the tensors go.
+    /// Where the tensors go: a value that is no `Target`, or `Target::device` for an arena whose
+    /// backend has no device, is an OptionError before anything is read.
     Target target = Target::automatic;
     /// Called with (bytes read so far, bytes to read) after each chunk is read, from the reader
     /// threads, one call at a time, the first argument increasing. What it throws stops the load.

@@ -254,6 +254,8 @@ inline void Checkpoint::check_against_index() const {
 }
 
 // Shards numbered "<stem>-KKKKK-of-NNNNN.safetensors": the index must name all N of each stem.
+// Linear after the sort: each group's numbers (distinct, each in [1, N]) are 1 … N exactly when the
+// i-th smallest is i + 1 for every i, and the first i where it is not is the first shard missing.
 inline void Checkpoint::check_shard_numbers(const std::vector<std::string>& names) const {
     std::map<std::pair<std::string, std::size_t>, std::vector<std::size_t>> groups;
     for (const auto& name : names) {
@@ -261,15 +263,19 @@ inline void Checkpoint::check_shard_numbers(const std::vector<std::string>& name
             groups[{n->stem, n->n}].push_back(n->k);
         }
     }
-    for (const auto& [key, ks] : groups) {
-        for (std::size_t k = 1; k <= key.second; ++k) {
-            if (std::find(ks.begin(), ks.end(), k) == ks.end()) {
-                throw_format_error(index_.string(), "weight_map",
-                                   "names " + std::to_string(ks.size()) + " of the " + std::to_string(key.second) +
-                                       " shards of " + key.first + " but not shard " +
-                                       detail::shard_file_name(key.first, k, key.second) +
-                                       " (a shard the index does not name)");
-            }
+    for (auto& [key, ks] : groups) {
+        std::sort(ks.begin(), ks.end());
+        ks.erase(std::unique(ks.begin(), ks.end()), ks.end());  // "-00001-" and "-000001-" are one number
+        std::size_t missing = 0;
+        while (missing < ks.size() && ks[missing] == missing + 1) {
+            ++missing;
+        }
+        if (missing < key.second) {
+            throw_format_error(index_.string(), "weight_map",
+                               "names " + std::to_string(ks.size()) + " of the " + std::to_string(key.second) +
+                                   " shards of " + key.first + " but not shard " +
+                                   detail::shard_file_name(key.first, missing + 1, key.second) +
+                                   " (a shard the index does not name)");
         }
     }
 }

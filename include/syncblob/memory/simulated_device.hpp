@@ -7,6 +7,7 @@
 /// observations (faults, footprint) are its base `SimulatedContext` (simulated_context.hpp); the
 /// engine that queues and runs its work is detail/simulated_queue.hpp.
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -56,6 +57,7 @@ public:
     struct Stream {
         int id = 0;
         friend constexpr bool operator==(Stream, Stream) noexcept = default;
+        friend constexpr auto operator<=>(Stream, Stream) noexcept = default;
         friend std::ostream& operator<<(std::ostream& os, Stream s) { return os << s.id; }
     };
     /// A point in a stream; an empty event (stream -1) is always complete.

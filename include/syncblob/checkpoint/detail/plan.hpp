@@ -15,13 +15,17 @@
 /// Tensors converted on the device never share a chunk with the others.
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "../../core/config.hpp"
+#include "../../core/error.hpp"
+#include "../../core/thread_pool.hpp"
+#include "../options.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -60,7 +64,60 @@ struct Plan {
     std::vector<Piece> pieces;
     std::vector<Chunk> chunks;
     std::uint64_t source_bytes = 0;
+    std::size_t largest_chunk = 0;  ///< staging bytes of the largest chunk: what a staging block needs
 };
+
+/// Whether a load with `target` goes to the device side. \throws OptionError for a value that is
+/// no `Target`, or `Target::device` where the arena has no device.
+inline bool on_device(checkpoint::Target target, bool has_device) {
+    switch (target) {
+        case checkpoint::Target::automatic:
+            return has_device;
+        case checkpoint::Target::host:
+            return false;
+        case checkpoint::Target::device:
+            if (!has_device) {
+                throw OptionError(
+                    "CheckpointArena::load: LoadOptions::target is Target::device, but the arena's "
+                    "backend has no device (use Target::host or Target::automatic)");
+            }
+            return true;
+    }
+    throw OptionError("CheckpointArena::load: LoadOptions::target " + std::to_string(static_cast<int>(target)) +
+                      " is not a Target");
+}
+
+/// Reader threads for `chunks` chunks when `threads` were asked for (0: all): at most
+/// `parallel::max_threads()`, as documented, and no more than there are chunks; at least 1.
+inline unsigned reader_threads(unsigned threads, std::size_t chunks) {
+    const std::size_t cap = parallel::max_threads();
+    return static_cast<unsigned>(std::max<std::size_t>(1, std::min({threads == 0 ? cap : threads, cap, chunks})));
+}
+
+/// Staging blocks per reader: at least 1, and no more than a reader can fill (its share of the
+/// chunks), so that no option value makes the load allocate blocks it never uses.
+inline unsigned staging_blocks(unsigned blocks, std::size_t chunks, unsigned threads) {
+    const std::size_t share = (chunks + threads - 1) / threads;
+    return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(blocks, share)));
+}
+
+/// Removes repeated values from `v` (in any order): sorted where the values are ordered (streams of
+/// CUDA and of the simulator are), so that a caller's count of streams cannot make it quadratic.
+template <class V>
+void keep_distinct(std::vector<V>& v) {
+    if constexpr (std::totally_ordered<V>) {
+        std::ranges::sort(v, std::ranges::less{});  // a total order on pointers too
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+    } else {
+        std::vector<V> out;
+        for (const V& x : v) {
+            if (std::find(out.begin(), out.end(), x) == out.end()) {
+                out.push_back(x);
+            }
+        }
+        v = std::move(out);
+    }
+}
 
 /// Where a device-converting piece starts in its staging block.
 inline constexpr std::size_t staging_alignment = 256;
@@ -94,9 +151,6 @@ public:
         close();
     }
 
-    /// The staging bytes a chunk may take.
-    [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
-
     [[nodiscard]] Plan finish() {
         close();
         return std::move(plan_);
@@ -104,13 +158,15 @@ public:
 
 private:
     // A piece placed where it sits in the arena; returns its elements (0: none fit).
+    // Offsets are within the arena (at >= the chunk's start); the room left is computed without
+    // adding anything to `limit_`, which may be as large as SIZE_MAX.
     std::uint64_t stage_image(const PlanTensor& t, std::uint64_t e) {
         const std::size_t at = t.dst + static_cast<std::size_t>(e) * item_;
-        const std::size_t end = chunk_.arena_offset + limit_;
-        if (at + item_ > end) {
+        const std::size_t used = at - chunk_.arena_offset;
+        if (used > limit_ || limit_ - used < item_) {
             return 0;
         }
-        const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (end - at) / item_);
+        const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (limit_ - used) / item_);
         plan_.pieces.push_back(Piece{t.tensor, e, n, at, at - chunk_.arena_offset});
         chunk_.bytes = at + static_cast<std::size_t>(n) * item_ - chunk_.arena_offset;
         return n;
@@ -119,7 +175,7 @@ private:
     // A piece of raw bytes at the next aligned place of the staging block.
     std::uint64_t stage_raw(const PlanTensor& t, std::uint64_t e) {
         const std::size_t at = (chunk_.bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
-        if (at + t.source_item > limit_) {
+        if (at > limit_ || limit_ - at < t.source_item) {
             return 0;
         }
         const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (limit_ - at) / t.source_item);
@@ -132,6 +188,7 @@ private:
         if (open_ && plan_.pieces.size() > chunk_.first) {
             chunk_.end = plan_.pieces.size();
             plan_.source_bytes += chunk_.source_bytes;
+            plan_.largest_chunk = std::max(plan_.largest_chunk, chunk_.bytes);
             plan_.chunks.push_back(chunk_);
         }
         open_ = false;
