@@ -207,3 +207,37 @@ TEST_CASE("Reader threads issue their copies on the arena's device", "[ordering]
         finish();
     }
 }
+
+TEMPLATE_TEST_CASE("A load that fails part-way on a copy stream of its own still orders the blobs after its copies",
+                   "[ordering][checkpoint]", PlainArena, OrderedArena) {
+    const test::TempDir dir;
+    const auto blobs = test::transformer_blobs(3, 16);
+    const auto c = test::save_checkpoint(dir.path(), blobs, 1 << 20);
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto copies = SimulatedDevice::create_stream();
+        {
+            TestType loaded(c);
+            auto options = small_chunks(1, 8);  // a block per chunk: no reader waits for an earlier copy
+            int chunks = 0;
+            options.progress = [&chunks](std::uint64_t, std::uint64_t) {
+                if (++chunks == 3) {
+                    throw std::runtime_error("stopped by the caller");
+                }
+            };
+            CHECK_THROWS_WITH(loaded.load(c, options, copies), "stopped by the caller");
+            // The first chunks' copies were issued on `copies` and have not run; a read of their
+            // blob waits for them, on the host and on the device.
+            auto& embed = loaded["embed"];
+            const auto n = static_cast<std::size_t>(embed.count());
+            auto* out = static_cast<float*>(SimulatedDevice::allocate(n * sizeof(float)));
+            copy_kernel(embed.stream(), out, embed.device_data(), n);
+            CHECK(embed.host_data()[0] == test::checkpoint_value(0, 0));
+            SimulatedDevice::synchronize();
+            CHECK(out[0] == test::checkpoint_value(0, 0));
+            SimulatedDevice::deallocate(out, n * sizeof(float));
+        }
+        finish();
+    }
+}
