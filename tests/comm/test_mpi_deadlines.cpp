@@ -34,6 +34,8 @@ std::string outcome(const std::function<void()>& call) {
         return std::string("ShapeError: ") + e.what();
     } catch (const syncblob::StateError& e) {
         return std::string("StateError: ") + e.what();
+    } catch (const syncblob::OptionError& e) {
+        return std::string("OptionError: ") + e.what();
     }
     return {};
 }
@@ -135,6 +137,37 @@ TEST_CASE("mpi: arguments wrong in themselves are checked in the agreement, the 
         }
         CHECK(same_everywhere(message));
     }
+}
+
+TEST_CASE("mpi: a timeout that is not positive is the same OptionError on every rank, and the calls go on",
+          "[mpi][hostile]") {
+    const int odd = size_of(MPI_COMM_WORLD) > 1 ? 1 : 0;
+    const bool mine = rank_in(MPI_COMM_WORLD) == odd;
+    const auto bad = GENERATE(0ms, -5ms);
+    const bool everyone = GENERATE(false, true);
+    CAPTURE(bad.count(), everyone);
+    ParameterArena<float> arena;
+    build(arena);
+    mpi::Options options;
+    options.timeout = (mine || everyone) ? bad : 5000ms;
+    const std::string message = outcome([&] { mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, options); });
+    INFO("rank " << rank_in(MPI_COMM_WORLD) << ": " << message);
+    CHECK_THAT(message,
+               Catch::StartsWith("OptionError: mpi::allreduce_diff: Options::timeout of " +
+                                 std::to_string(bad.count()) + " ms: a timeout must be positive") &&
+                   Catch::Contains("(passed by rank " + std::to_string(everyone ? 0 : odd) + "); nothing was sent"));
+    CHECK(same_everywhere(message));
+    CHECK(arena[1].host_diff()[0] == 1.0F);  // nothing moved
+    const std::string bucketed = outcome([&] {
+        mpi::BucketedAllreduce<float, syncblob::HostOnly> pending(arena, MPI_COMM_WORLD, Reduce::sum, 1024, 512,
+                                                                  options);
+    });
+    CHECK_THAT(bucketed, Catch::StartsWith("OptionError: mpi::iallreduce_diff: Options::timeout of"));
+    CHECK(same_everywhere(bucketed));
+    // The communicator is in step: the next call works everywhere, with a timeout or without.
+    options.timeout = 5000ms;
+    mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, options);
+    CHECK(arena[1].host_diff()[0] == static_cast<float>(size_of(MPI_COMM_WORLD)));
 }
 
 TEST_CASE("mpi: a timeout on every rank keeps the calls working when every rank joins", "[mpi]") {

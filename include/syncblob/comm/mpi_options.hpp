@@ -35,7 +35,8 @@ struct Options {
     /// call; for a BucketedAllreduce, of its construction, of `wait()` and of its destruction).
     /// What a timeout leaves behind: docs/scaling-out.md. Ranks may wait for different times, but
     /// `allreduce_diff` and `broadcast_data` need it set on every rank or on none (a blocking and a
-    /// non-blocking collective never match): otherwise every rank throws the same StateError.
+    /// non-blocking collective never match): otherwise every rank throws the same StateError. A
+    /// timeout that is not positive is an OptionError on every rank, before any data moves.
     std::optional<std::chrono::milliseconds> timeout{};
 };
 

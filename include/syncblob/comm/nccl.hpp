@@ -61,7 +61,8 @@ concept NcclAllocator = SyncedAllocator<A> && std::same_as<typename A::device_ba
 /// Choices for a call.
 struct Options {
     /// How long the host waits for the other ranks (in the agreement, in `BucketedAllreduce::wait`)
-    /// before it throws TimeoutError; unset, as long as the work takes. Ranks may differ.
+    /// before it throws TimeoutError; unset, as long as the work takes. Ranks may differ. A timeout
+    /// that is not positive is an OptionError on every rank, before anything of the arena is sent.
     std::optional<std::chrono::milliseconds> timeout{};
 };
 
@@ -167,6 +168,7 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
     std::string problem;
     Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
     mine.failed = local_failure ? 1 : 0;
+    syncblob::detail::note_timeout(mine, timeout);
     const auto [rank, size] = rank_and_size(comm, op);
     const std::size_t bytes = sizeof(Descriptor) * static_cast<std::size_t>(size);
     std::vector<Descriptor> all(static_cast<std::size_t>(size));
@@ -177,7 +179,8 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
         check(ncclAllGather(mine_on_device, scratch, sizeof(Descriptor), ncclUint8, comm, stream), op, "ncclAllGather",
               comm);
         try {
-            finish(stream, comm, timeout, op, "every rank to join the agreement (ncclAllGather)");
+            finish(stream, comm, syncblob::detail::usable_timeout(timeout) ? timeout : std::nullopt, op,
+                   "every rank to join the agreement (ncclAllGather)");
         } catch (const TimeoutError&) {
             keep_forever(scratch);  // the gather may still write it
             throw;

@@ -7,9 +7,11 @@
 /// then a `StateError` raised on every rank alike, not a hang or a crash.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,8 +43,24 @@ struct ArenaDescriptor {
     /// 1 when this rank may reduce some of the data in device memory (a sum through a device-aware
     /// MPI): ranks may differ here; the bucketed all-reduce then uses MPI's collectives on every rank
     std::uint64_t device = 0;
+    /// 1 when this rank set a timeout, and its milliseconds (two's complement): a timeout that is
+    /// not positive is refused on every rank alike (see check_arguments)
+    std::uint64_t timeout_set = 0;
+    std::uint64_t timeout_ms = 0;
     char dtype[8] = {};
 };
+
+/// Puts a call's timeout into its descriptor.
+inline void note_timeout(ArenaDescriptor& d, std::optional<std::chrono::milliseconds> timeout) noexcept {
+    d.timeout_set = timeout ? 1 : 0;
+    d.timeout_ms = timeout ? static_cast<std::uint64_t>(static_cast<std::int64_t>(timeout->count())) : 0;
+}
+
+/// A timeout the host can wait for: set and positive. (One that is set and not positive is
+/// refused after the agreement; until then the rank that passed it waits without a bound.)
+inline bool usable_timeout(std::optional<std::chrono::milliseconds> timeout) noexcept {
+    return timeout && timeout->count() > 0;
+}
 
 enum class CommOperation : std::uint64_t { allreduce = 1, broadcast = 2, bucketed_allreduce = 3 };
 
@@ -153,12 +171,18 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
 /// argument that is wrong in itself, whatever the others passed (checked here, not before the
 /// gathering, where a rank that threw would leave the others waiting in it): a broadcast root
 /// outside [0, ranks) is an IndexError, a bucket limit of 0 a ShapeError, a reduction that is not a
-/// `Reduce` a StateError. The first such rank, in rank order, is named.
+/// `Reduce` a StateError, a timeout that is not positive an OptionError. The first such rank, in
+/// rank order, is named.
 inline void check_arguments(std::span<const ArenaDescriptor> all, std::string_view op) {
     const auto ranks = static_cast<std::int64_t>(all.size());
     for (std::size_t r = 0; r < all.size(); ++r) {
         const ArenaDescriptor& d = all[r];
         const std::string who = " (passed by rank " + std::to_string(r) + "); nothing was sent";
+        if (d.timeout_set != 0 && static_cast<std::int64_t>(d.timeout_ms) <= 0) {
+            throw OptionError(
+                std::string(op) + ": Options::timeout of " + std::to_string(static_cast<std::int64_t>(d.timeout_ms)) +
+                " ms: a timeout must be positive (leave it unset to wait as long as the engine does)" + who);
+        }
         const auto what = static_cast<CommOperation>(d.operation);
         if (what == CommOperation::broadcast) {
             const auto root = static_cast<std::int64_t>(d.argument);

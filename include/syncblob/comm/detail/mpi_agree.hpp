@@ -59,6 +59,7 @@ bool agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     mine.nonblocking = call.nonblocking ? 1 : 0;
     mine.device = call.device ? 1 : 0;
     mine.failed = local_failure ? 1 : 0;
+    syncblob::detail::note_timeout(mine, deadline.bounded() ? std::optional(deadline.timeout()) : std::nullopt);
     int size = 0;
     int rank = 0;
     check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");

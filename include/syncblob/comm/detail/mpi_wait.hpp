@@ -33,9 +33,11 @@ class Deadline {
 public:
     using clock = std::chrono::steady_clock;
     Deadline() = default;
+    /// A timeout that is not positive never passes: the agreement refuses it on every rank (an
+    /// OptionError), and this rank must still take part in that agreement to say so.
     explicit Deadline(std::optional<std::chrono::milliseconds> timeout) : timeout_(timeout) {
         if (timeout_) {
-            at_ = clock::now() + *timeout_;
+            at_ = timeout_->count() > 0 ? clock::now() + *timeout_ : clock::time_point::max();
         }
     }
     [[nodiscard]] bool bounded() const noexcept { return timeout_.has_value(); }
