@@ -457,3 +457,14 @@ TEST_CASE("queued_work_touches sees the ranges queued work reads or writes until
     SimulatedDevice::deallocate(device, n);
     CHECK(SimulatedDevice::faults().empty());
 }
+
+TEST_CASE("A scope of no simulated device is refused, naming the setting", "[memory][simulated][options]") {
+    for (const int count : {0, -1}) {
+        SimulatedDevice::Settings s;
+        s.device_count = count;
+        CHECK_THROWS_WITH(SimulatedDevice::Scope{s},
+                          "SimulatedDevice::Scope: Settings::device_count " + std::to_string(count) +
+                              ": a scope needs at least one device");
+    }
+    CHECK(SimulatedDevice::settings().device_count >= 1);  // nothing was installed
+}

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../core/detail/fork_lock.hpp"
+#include "../core/error.hpp"
 #include "detail/simulated_queue.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -32,7 +33,7 @@ public:
         std::uint64_t fail_allocation = 0;
         /// Ask buffers to poison the side a mutable access made stale.
         bool checking = false;
-        /// Number of simulated devices; `set_device` accepts [0, device_count).
+        /// Number of simulated devices (at least 1); `set_device` accepts [0, device_count).
         int device_count = 1;
         /// Chooses the order in which `synchronize()` interleaves the streams' queued work.
         std::uint64_t seed = 0;
@@ -46,9 +47,14 @@ public:
     /// Installs settings for its lifetime and restores the previous ones after (not thread-safe
     /// against concurrent scopes; meant for tests). `faults()` reports what happened since the
     /// innermost scope began; an outer scope still sees its inner scopes' faults.
+    /// \throws OptionError for a `device_count` below 1 (nothing is installed).
     class Scope {
     public:
         explicit Scope(Settings settings) {
+            if (settings.device_count < 1) {
+                throw OptionError("SimulatedDevice::Scope: Settings::device_count " +
+                                  std::to_string(settings.device_count) + ": a scope needs at least one device");
+            }
             auto& s = state();
             std::lock_guard lock(s.mutex);
             previous_ = s.settings;
