@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Fuzzes the reader of a sharded checkpoint's index: the bytes are parsed in memory (any input either
+// parses or throws a syncblob::Error; a parsed index names only file names in its folder and reads
+// back from the text the writer makes of it), then opened as `model.safetensors.index.json` in a
+// folder beside two real shards, so the checks of the shards against the index run too (any input
+// opens or throws a syncblob::Error; an opened checkpoint holds only the shards' own tensors).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <syncblob/io/checkpoint_writer.hpp>
+
+#include "fuzz_support.hpp"
+
+namespace fs = std::filesystem;
+namespace io = syncblob::io;
+
+namespace {
+
+// A folder of this process holding two shards of a checkpoint (tensors a, b in the first; c and
+// c.__diff__ in the second), made once.
+const fs::path& folder() {
+    static const fs::path dir = [] {
+        fs::path d = fs::temp_directory_path() / ("syncblob-fuzz-index-" + std::to_string(::getpid()));
+        fs::create_directories(d);
+        syncblob::Blob<float> a({3});
+        syncblob::Blob<float> b({2, 2});
+        syncblob::Blob<float> c({5});
+        a.fill(1.0f);
+        b.fill(2.0f);
+        c.fill(3.0f);
+        c.fill_diff(-3.0f);
+        io::CheckpointWriter w;
+        w.add("a", a);
+        w.add("b", b);
+        w.add("c", c, true);
+        io::CheckpointSaveOptions options;
+        options.max_shard_bytes = 40;
+        (void)w.save(d / "seed", options);
+        for (const auto& e : fs::directory_iterator(d / "seed")) {
+            if (e.path().extension() == ".safetensors") {
+                fs::copy_file(e.path(), d / e.path().filename(), fs::copy_options::overwrite_existing);
+            }
+        }
+        return d;
+    }();
+    return dir;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    try {
+        const auto index = io::detail::parse_checkpoint_index(text, "fuzz");
+        auto entries = index.weight_map;
+        for (const auto& e : entries) {
+            fuzz::require(!e.shard.empty() && e.shard != "." && e.shard != ".." &&
+                              e.shard.find('/') == std::string::npos && e.shard.find('\0') == std::string::npos,
+                          "a parsed index names only file names in its folder");
+        }
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
+        const auto again =
+            io::detail::parse_checkpoint_index(io::detail::checkpoint_index_text(index.total_size.value_or(0), entries),
+                                               "fuzz (written back)");
+        fuzz::require(again.weight_map.size() == entries.size(), "the written index holds every entry");
+        for (std::size_t i = 0; i < entries.size(); ++i) {
+            fuzz::require(again.weight_map[i].tensor == entries[i].tensor && again.weight_map[i].shard == entries[i].shard,
+                          "the written index reads back entry by entry");
+        }
+    } catch (const syncblob::Error&) {
+    }
+    const fs::path index = folder() / "model.safetensors.index.json";
+    if (std::FILE* f = std::fopen(index.c_str(), "wb")) {
+        (void)std::fwrite(data, 1, size, f);
+        (void)std::fclose(f);
+    }
+    try {
+        io::LoadOptions options;
+        options.max_bytes = fuzz::max_bytes;
+        const auto c = io::Checkpoint::open(folder(), options);
+        fuzz::require(c.tensors().size() <= 4, "an opened checkpoint holds only its shards' tensors");
+        for (const auto& t : c.tensors()) {
+            fuzz::require(t.shard < c.shards().size(), "every tensor is in one of the shards opened");
+            std::vector<std::byte> bytes(static_cast<std::size_t>(t.bytes));
+            c.read_bytes(t, 0, bytes.data(), bytes.size());
+        }
+    } catch (const syncblob::Error&) {
+    }
+    return 0;
+}

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// Fuzzes the checkpoint writer's round trip: the input chooses tensors (names, dtypes, shapes,
+// bytes), metadata, a prefix and a shard size, and the old checkpoint the save replaces (an index
+// whose weight_map names shards of its own and files beside the weights). Whatever the writer
+// accepts and saves, `Checkpoint::open` reads back byte for byte; a refusal is a syncblob::Error
+// that writes nothing; and no save removes or changes a file it cannot prove is an old shard
+// (config.json stays as it was, whatever the old index says of it).
+
+#include <fuzzer/FuzzedDataProvider.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <syncblob/io/checkpoint_writer.hpp>
+
+#include "fuzz_support.hpp"
+
+namespace fs = std::filesystem;
+namespace io = syncblob::io;
+
+namespace {
+
+const std::string config_text = "{\"model_type\": \"fuzz\"}\n";
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+    std::ofstream(p, std::ios::binary) << text;
+}
+
+struct Want {
+    syncblob::Dtype dtype;
+    std::vector<std::int64_t> shape;
+    std::vector<std::byte> bytes;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    FuzzedDataProvider in(data, size);
+    static const fs::path root = fs::temp_directory_path() / ("syncblob-fuzz-writer-" + std::to_string(::getpid()));
+    std::error_code ec;
+    fs::remove_all(root, ec);
+    fs::create_directories(root);
+    write_text(root / "config.json", config_text);
+
+    // The old checkpoint: shards of the default prefix and whatever names the input gives.
+    const bool old = in.ConsumeBool();
+    if (old) {
+        std::string index = "{\"weight_map\": {\"cfg\": \"config.json\"";
+        for (int k = in.ConsumeIntegralInRange(0, 3); k > 0; --k) {
+            const std::string shard = in.ConsumeBool() ? io::detail::shard_file_name("model", static_cast<std::size_t>(k), 3)
+                                                       : in.ConsumeRandomLengthString(24);
+            try {
+                index += ", \"t" + std::to_string(k) + "\": " + io::detail::json_quote(shard, "shard");
+            } catch (const syncblob::FormatError&) {  // not UTF-8: the index names another
+                index += ", \"t" + std::to_string(k) + "\": \"tokenizer.model\"";
+            }
+            if (in.ConsumeBool() && shard.find('/') == std::string::npos && !shard.empty() && shard != "." &&
+                shard != ".." && shard.find('\0') == std::string::npos && shard != "config.json") {
+                write_text(root / shard, in.ConsumeBool() ? std::string("not a shard") : std::string());
+            }
+        }
+        write_text(root / "model.safetensors.index.json", index + "}}");
+    }
+
+    io::CheckpointWriter w;
+    std::map<std::string, Want> want;
+    for (int n = in.ConsumeIntegralInRange(0, 6); n > 0; --n) {
+        const std::string name = in.ConsumeRandomLengthString(16);
+        const auto dtype = syncblob::all_dtypes[in.ConsumeIntegralInRange<std::size_t>(0, syncblob::all_dtypes.size() - 1)];
+        std::vector<std::int64_t> shape;
+        std::uint64_t count = 1;
+        for (int axes = in.ConsumeIntegralInRange(0, 3); axes > 0; --axes) {
+            shape.push_back(in.ConsumeIntegralInRange<std::int64_t>(0, 4));
+            count *= static_cast<std::uint64_t>(shape.back());
+        }
+        std::vector<std::byte> bytes(count * syncblob::dtype_size(dtype));
+        for (auto& b : bytes) {
+            b = static_cast<std::byte>(in.ConsumeIntegral<std::uint8_t>());
+        }
+        try {
+            w.add_bytes(name, dtype, shape, bytes);
+            want[name] = {dtype, shape, std::move(bytes)};
+        } catch (const syncblob::FormatError&) {
+        }
+    }
+    if (in.ConsumeBool()) {
+        const std::string key = in.ConsumeRandomLengthString(8);
+        w.metadata()[key] = in.ConsumeRandomLengthString(8);
+    }
+    io::CheckpointSaveOptions options;
+    options.prefix = in.ConsumeBool() ? std::string("model") : in.ConsumeRandomLengthString(12);
+    options.max_shard_bytes = in.ConsumeIntegralInRange<std::uint64_t>(0, 64);
+    const fs::path folder = root;
+    try {
+        const io::SavedCheckpoint saved = w.save(folder, options);
+        const auto c = io::Checkpoint::open(saved.index);
+        fuzz::require(c.tensors().size() == want.size(), "open reads back every tensor saved");
+        for (const auto& [name, expected] : want) {
+            const auto* t = c.find(name);
+            fuzz::require(t != nullptr, "open finds every tensor saved by its name");
+            fuzz::require(t->dtype == expected.dtype, "a tensor reads back with its dtype");
+            fuzz::require(std::vector<std::int64_t>(t->shape.begin(), t->shape.end()) == expected.shape,
+                          "a tensor reads back with its shape");
+            std::vector<std::byte> got(expected.bytes.size());
+            c.read_bytes(*t, 0, got.data(), got.size());
+            fuzz::require(got == expected.bytes, "a tensor reads back byte for byte");
+        }
+        for (const auto& k : saved.kept) {
+            fuzz::require(fs::exists(fs::symlink_status(k.file, ec)), "a file reported kept is there");
+        }
+    } catch (const syncblob::Error&) {
+    }
+    fuzz::require(slurp(root / "config.json") == config_text, "a save never removes or changes config.json");
+    return 0;
+}
