@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// Parsing is linear in what a file holds: safetensors headers and JSON objects of 1 k, 10 k,
-// 100 k and 1 M entries, each timed per entry, and a safetensors header near the format's 100 MB
-// limit opened from a file.
+// Parsing is linear in what a file holds, and every other piece of work in the count of what an
+// input or a caller controls: safetensors headers, JSON objects, checkpoints, arenas and the
+// agreement of 1 k, 10 k, 100 k and 1 M entries, each timed per entry, and a safetensors header
+// near the format's 100 MB limit opened from a file.
 //
 //   bench_parse [--benchmark_filter=...]      files go to $SYNCBLOB_BENCH_DIR (default: the temp folder)
 //
@@ -15,7 +16,24 @@
 //                           each checked against the others for duplicates
 //   json_blob/N             io::parse_json of a blob document of N F32 values
 //   safetensors_100MB       SafetensorsFile::open of a file whose header is just under 100 MB
-// The counter "per_entry" is the time per entry (tensor, member or value). After the run a summary
+// and every other count an input or a caller controls, timed per item the same way:
+//   checkpoint_open/N       io::Checkpoint::open of a folder whose index maps N tensors to one shard
+//                           holding them: both parses, the name indexes and every check against the index
+//   checkpoint_shards/N     Checkpoint::open of an index naming N shards, none of which exists: the
+//                           index is read and its numbering checked, then the first shard is missing
+//   checkpoint_save/N       CheckpointWriter::save of N one-element blobs in shards of 4 MB, into a
+//                           folder holding the last save (its index read, its shards replaced)
+//   checkpoint_arena/N      checkpoint::CheckpointArena of a checkpoint of N one-element tensors (a
+//                           third with diffs), laid out and loaded on the host
+//   arena_blobs/N           ParameterArena: N blobs added, sealed, and both buffers viewed
+//   arena_buckets/N         ParameterArena::buckets(1 KiB) of N sealed one-element blobs
+//   agreement_ranks/N       the agreement's verdict over the descriptors of N ranks (what every rank
+//                           computes after the gather, in syncblob::detail::settle)
+// The families whose items are objects of their own (arena_blobs, checkpoint_arena) also run at an equal footprint
+// ("<family>_1M/N"): 10^6 items in every row, as 10^6 / N pieces of N items each, all alive together. Every row then
+// touches the same memory, so a row's time per item differs from another's only by what the work does per item as N
+// grows (a search inside a loop would show here), not by whether its objects fit in the caches or reuse pages the last
+// iteration freed. The counter "per_entry" is the time per entry (tensor, member or value). After the run a summary
 // prints, for each family, the time per entry at every size and its ratio to the 1 k one: linear
 // parsing keeps that ratio near 1 (the issue's bar is within 2x), where quadratic work makes it
 // grow with N (before this code: 40 k tensors took 17 s, 1 M would take hours).
@@ -33,6 +51,9 @@
 #include <string>
 #include <vector>
 
+#include <syncblob/arena.hpp>
+#include <syncblob/checkpoint.hpp>
+#include <syncblob/comm/detail/arena_descriptor.hpp>
 #include <syncblob/io/json.hpp>
 #include <syncblob/io/safetensors.hpp>
 
@@ -220,8 +241,193 @@ void BM_safetensors_100MB(benchmark::State& state) {
     per_entry(state, static_cast<std::int64_t>(made.second));
 }
 
+// A checkpoint folder of N one-element F32 tensors "t<k>" (every third with a diff), written once.
+const fs::path& cached_checkpoint(std::size_t n, std::uint64_t shard_bytes = 4'000'000) {
+    static std::map<std::size_t, fs::path> folders;
+    auto& folder = folders[n];
+    if (folder.empty()) {
+        folder = bench_dir() / ("checkpoint-" + std::to_string(n));
+        io::CheckpointWriter w;
+        for (std::size_t k = 0; k < n; ++k) {
+            Blob<float> b({1});
+            b.fill(static_cast<float>(k));
+            b.fill_diff(-1.0f);
+            w.add("t" + std::to_string(k), b, k % 3 == 0);
+        }
+        io::CheckpointSaveOptions options;
+        options.max_shard_bytes = shard_bytes;
+        (void)w.save(folder, options);
+    }
+    return folder;
+}
+
+void BM_checkpoint_open(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    const fs::path& folder = cached_checkpoint(n, std::uint64_t{1} << 40);  // one shard
+    for (auto _ : state) {
+        const auto c = io::Checkpoint::open(folder);
+        benchmark::DoNotOptimize(c.tensors().size());
+    }
+    per_entry(state, state.range(0));
+}
+
+// An index naming N shards, none of which exists (written once).
+const fs::path& cached_shard_index(std::size_t n) {
+    static std::map<std::size_t, fs::path> indexes;
+    auto& index = indexes[n];
+    if (index.empty()) {
+        index = bench_dir() / ("shards-" + std::to_string(n) + ".json");
+        std::ofstream out(index, std::ios::binary);
+        out << "{\"weight_map\": {";
+        for (std::size_t k = 1; k <= n; ++k) {
+            out << (k == 1 ? "\"t" : ", \"t") << k << "\": \"" << io::detail::shard_file_name("model", k, n) << "\"";
+        }
+        out << "}}";
+    }
+    return index;
+}
+
+// Opens the index: the numbering is checked, then the first shard is missing.
+bool first_shard_missing(const fs::path& index) {
+    try {
+        (void)io::Checkpoint::open(index);
+        return false;
+    } catch (const IOError&) {
+        return true;
+    }
+}
+
+void BM_checkpoint_shards(benchmark::State& state) {
+    const fs::path& index = cached_shard_index(static_cast<std::size_t>(state.range(0)));
+    for (auto _ : state) {
+        if (!first_shard_missing(index)) {
+            state.SkipWithError("the missing shard was not found");
+        }
+    }
+    per_entry(state, state.range(0));
+}
+
+void BM_checkpoint_save(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    std::vector<Blob<float>> blobs;
+    blobs.reserve(n);
+    io::CheckpointWriter w;
+    for (std::size_t k = 0; k < n; ++k) {
+        blobs.emplace_back(Shape{1}).fill(static_cast<float>(k));
+        w.add("t" + std::to_string(k), blobs.back());
+    }
+    const fs::path folder = bench_dir() / ("save-" + std::to_string(n));
+    io::CheckpointSaveOptions options;
+    options.max_shard_bytes = 4'000'000;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(w.save(folder, options).shards.size());
+    }
+    per_entry(state, state.range(0));
+}
+
+constexpr std::size_t million = 1'000'000;
+
+// `pieces` arenas of the checkpoint `c`, laid out and loaded, all alive until the end.
+void load_arenas(const io::Checkpoint& c, std::size_t pieces) {
+    std::vector<checkpoint::CheckpointArena<float>> arenas;
+    arenas.reserve(pieces);
+    for (std::size_t p = 0; p < pieces; ++p) {
+        benchmark::DoNotOptimize(arenas.emplace_back(c).load(c).tensors);
+    }
+}
+
+void BM_checkpoint_arena(benchmark::State& state) {
+    const auto c = io::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
+    for (auto _ : state) {
+        load_arenas(c, 1);
+    }
+    per_entry(state, state.range(0));
+}
+
+void BM_checkpoint_arena_1M(benchmark::State& state) {
+    const auto c = io::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
+    for (auto _ : state) {
+        load_arenas(c, million / static_cast<std::size_t>(state.range(0)));
+    }
+    per_entry(state, static_cast<std::int64_t>(million));
+}
+
+// `pieces` arenas of N one-element blobs, built, sealed and viewed, all alive until the end.
+void build_arenas(std::size_t n, std::size_t pieces) {
+    std::vector<ParameterArena<float>> arenas(pieces);
+    for (auto& arena : arenas) {
+        for (std::size_t i = 0; i < n; ++i) {
+            arena.add({1});
+        }
+        arena.seal();
+        benchmark::DoNotOptimize(arena.data_buffer().fresh_on_host());
+        benchmark::DoNotOptimize(arena.diff_buffer().fresh_on_host());
+    }
+}
+
+void BM_arena_blobs(benchmark::State& state) {
+    for (auto _ : state) {
+        build_arenas(static_cast<std::size_t>(state.range(0)), 1);
+    }
+    per_entry(state, state.range(0));
+}
+
+void BM_arena_blobs_1M(benchmark::State& state) {
+    for (auto _ : state) {
+        build_arenas(static_cast<std::size_t>(state.range(0)), million / static_cast<std::size_t>(state.range(0)));
+    }
+    per_entry(state, static_cast<std::int64_t>(million));
+}
+
+void BM_arena_buckets(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    ParameterArena<float> arena;
+    for (std::size_t i = 0; i < n; ++i) {
+        arena.add({1});
+    }
+    arena.seal();
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(arena.buckets(1024).size());
+    }
+    per_entry(state, state.range(0));
+}
+
+void BM_agreement_ranks(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    ParameterArena<float> arena;
+    arena.add({300});
+    arena.add({7});
+    arena.seal();
+    std::string problem;
+    const auto mine =
+        syncblob::detail::describe(arena, "bench", syncblob::detail::CommOperation::allreduce, 0, problem);
+    const std::vector<syncblob::detail::ArenaDescriptor> all(n, mine);
+    for (auto _ : state) {
+        syncblob::detail::settle(all, "bench", 0, problem, nullptr);
+        benchmark::ClobberMemory();
+    }
+    per_entry(state, state.range(0));
+}
+
 }  // namespace
 
+BENCHMARK(BM_checkpoint_open)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_checkpoint_shards)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_checkpoint_save)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_checkpoint_arena)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_arena_blobs)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_arena_buckets)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_checkpoint_arena_1M)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_arena_blobs_1M)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_agreement_ranks)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
 BENCHMARK(BM_safetensors_open)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(2);
 BENCHMARK(BM_safetensors_load_all)
     ->RangeMultiplier(10)

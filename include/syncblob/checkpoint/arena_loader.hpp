@@ -123,13 +123,19 @@ private:
         return i;
     }
 
-    // The plan's tensors of the data (`diff` false) or of the diffs, checked against the blobs.
-    std::vector<detail::ckpt::PlanTensor> targets(const io::Checkpoint& ckpt, const LoadOptions& options, bool diff,
-                                                  bool on_device) const;
-    LoadReport load_host(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan, const LoadOptions& options,
-                         unsigned threads);
-    LoadReport load_device(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan, const LoadOptions& options,
-                           unsigned threads, stream_type copy_stream);
+    // The plan's tensors of the data and of the diffs, each blob's tensor and diff looked up once
+    // and checked against the blob; `with_diff[i]` says whether blob i has a diff to load.
+    struct Targets {
+        std::vector<detail::ckpt::PlanTensor> data;
+        std::vector<detail::ckpt::PlanTensor> diffs;
+        std::vector<bool> with_diff;
+    };
+    Targets targets(const io::Checkpoint& ckpt, const LoadOptions& options, bool on_device) const;
+    LoadReport load_host(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff, const io::Checkpoint& ckpt,
+                         const LoadOptions& options, unsigned threads);
+    LoadReport load_device(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff,
+                           const io::Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
+                           stream_type copy_stream);
 
     arena_type arena_;
     std::vector<std::string> names_;
@@ -137,10 +143,17 @@ private:
 };
 
 template <Element T, SyncedAllocator A>
-std::vector<detail::ckpt::PlanTensor> CheckpointArena<T, A>::targets(const io::Checkpoint& ckpt,
-                                                                     const LoadOptions& options, bool diff,
-                                                                     bool on_device) const {
-    std::vector<detail::ckpt::PlanTensor> out;
+typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const io::Checkpoint& ckpt,
+                                                                       const LoadOptions& options,
+                                                                       bool on_device) const {
+    Targets out;
+    out.data.reserve(names_.size());
+    out.with_diff.reserve(names_.size());
+    const auto plan_tensor = [&](const io::CheckpointTensor& t, std::size_t i) {
+        const bool raw = on_device && t.dtype != dtype_of<T> && t.dtype != Dtype::BOOL && always_exact<T>(t.dtype);
+        return detail::ckpt::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset,
+                                        t.count, dtype_size(t.dtype), raw};
+    };
     for (std::size_t i = 0; i < names_.size(); ++i) {
         const io::CheckpointTensor* t = ckpt.find(names_[i]);
         if (t == nullptr || io::Checkpoint::is_diff(names_[i])) {
@@ -156,12 +169,12 @@ std::vector<detail::ckpt::PlanTensor> CheckpointArena<T, A>::targets(const io::C
                                    "the file holds " + std::string(dtype_name(t->dtype)) + ", the arena " +
                                        std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
         }
-        if (diff && (t = ckpt.diff_of(*t)) == nullptr) {
-            continue;
+        out.data.push_back(plan_tensor(*t, i));
+        const io::CheckpointTensor* d = ckpt.diff_of(*t);
+        out.with_diff.push_back(d != nullptr);
+        if (d != nullptr) {
+            out.diffs.push_back(plan_tensor(*d, i));
         }
-        const bool raw = on_device && t->dtype != dtype_of<T> && t->dtype != Dtype::BOOL && always_exact<T>(t->dtype);
-        out.push_back({static_cast<std::size_t>(t - ckpt.tensors().data()), arena_.slice(i).offset, t->count,
-                       dtype_size(t->dtype), raw});
     }
     return out;
 }
@@ -173,15 +186,14 @@ LoadReport CheckpointArena<T, A>::load(const io::Checkpoint& ckpt, const LoadOpt
     arena_.check("CheckpointArena::load");
     const bool on_device = detail::ckpt::on_device(options.target, device_backend::has_device);
     detail::ckpt::Planner planner(sizeof(T), options.chunk_bytes);
-    const auto data = targets(ckpt, options, false, on_device);
-    const auto diffs = targets(ckpt, options, true, on_device);
-    planner.add(data, false);
-    planner.add(diffs, true);
+    const Targets t = targets(ckpt, options, on_device);
+    planner.add(t.data, false);
+    planner.add(t.diffs, true);
     const detail::ckpt::Plan plan = planner.finish();
     const unsigned threads = detail::ckpt::reader_threads(options.threads, plan.chunks.size());
-    LoadReport report =
-        on_device ? load_device(ckpt, plan, options, threads, copy_stream) : load_host(ckpt, plan, options, threads);
-    report.tensors = data.size() + diffs.size();
+    LoadReport report = on_device ? load_device(plan, t.with_diff, ckpt, options, threads, copy_stream)
+                                  : load_host(plan, t.with_diff, ckpt, options, threads);
+    report.tensors = t.data.size() + t.diffs.size();
     report.bytes_read = plan.source_bytes;
     report.chunks = plan.chunks.size();
     report.threads = threads;
@@ -191,14 +203,14 @@ LoadReport CheckpointArena<T, A>::load(const io::Checkpoint& ckpt, const LoadOpt
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load_host(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan,
-                                            const LoadOptions& options, unsigned threads) {
+LoadReport CheckpointArena<T, A>::load_host(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff,
+                                            const io::Checkpoint& ckpt, const LoadOptions& options, unsigned threads) {
     std::byte* bases[2] = {nullptr, nullptr};
     auto data = arena_.data_buffer();  // each view checks every blob: once, not once per blob
     auto diff = arena_.diff_buffer();
     for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_host, the device sides stale
         bases[0] = reinterpret_cast<std::byte*>(data.mutable_host_data_for_overwrite(i, i + 1).data());
-        if (ckpt.diff_of(ckpt.at(names_[i])) != nullptr) {
+        if (with_diff[i]) {
             bases[1] = reinterpret_cast<std::byte*>(diff.mutable_host_data_for_overwrite(i, i + 1).data());
         }
     }
@@ -221,8 +233,9 @@ LoadReport CheckpointArena<T, A>::load_host(const io::Checkpoint& ckpt, const de
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const detail::ckpt::Plan& plan,
-                                              const LoadOptions& options, unsigned threads, stream_type copy_stream) {
+LoadReport CheckpointArena<T, A>::load_device(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff,
+                                              const io::Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
+                                              stream_type copy_stream) {
     LoadReport report;
     if constexpr (device_backend::has_device) {
         using Load = detail::ckpt::DeviceLoad<T, A>;
@@ -243,7 +256,7 @@ LoadReport CheckpointArena<T, A>::load_device(const io::Checkpoint& ckpt, const 
         for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_device, the host sides stale
             targets.data = reinterpret_cast<std::byte*>(data.mutable_device_data_for_overwrite(i, i + 1));
             use(arena_[i].data_buffer()->stream());
-            if (ckpt.diff_of(ckpt.at(names_[i])) != nullptr) {
+            if (with_diff[i]) {
                 targets.diff = reinterpret_cast<std::byte*>(diff.mutable_device_data_for_overwrite(i, i + 1));
                 use(arena_[i].diff_buffer()->stream());
             }
