@@ -54,6 +54,14 @@ template <FloatingElement T, SyncedAllocator A>
                      ")");
 }
 
+template <class R, SyncedAllocator A>
+void check_scalar(const char* operation, const Blob<R, A>& result) {
+    if (result.count() != 1) {
+        throw ShapeError(std::string(operation) + ": the result blob must hold one element, it is " +
+                         result.shape_string());
+    }
+}
+
 }  // namespace detail
 
 /// data −= diff, where the data is fresh; the diff follows it (copied there if needed). An
@@ -87,6 +95,42 @@ template <FloatingElement T, SyncedAllocator A>
 [[nodiscard]] accumulator_t<T> sumsq_diff(const Blob<T, A>& blob) {
     return math::detail::reduce_buffers<T, A>(math::detail::Sumsq{}, blob.count(), blob.diff_buffer());
 }
+/// The reductions with their result left in `result` (a blob of one element) instead of returned:
+/// where the data is fresh on the device, a kernel on the blob's stream writes `result`'s device
+/// side and the host does not wait (read it when it is needed: `result.host_data()[0]` waits then);
+/// on the host, `result`'s host side. As cuBLAS's device pointer mode, or CUB's `DeviceReduce`.
+/// \throws ShapeError when `result` does not hold exactly one element (nothing is computed).
+template <FloatingElement T, SyncedAllocator A>
+void asum_data(const Blob<T, A>& blob, Blob<accumulator_t<T>, A>& result) {
+    detail::check_scalar("asum_data", result);
+    math::detail::reduce_into<T, A>(math::detail::Asum{}, blob.count(), result, blob.data_buffer());
+}
+template <FloatingElement T, SyncedAllocator A>
+void asum_diff(const Blob<T, A>& blob, Blob<accumulator_t<T>, A>& result) {
+    detail::check_scalar("asum_diff", result);
+    math::detail::reduce_into<T, A>(math::detail::Asum{}, blob.count(), result, blob.diff_buffer());
+}
+template <FloatingElement T, SyncedAllocator A>
+void sumsq_data(const Blob<T, A>& blob, Blob<accumulator_t<T>, A>& result) {
+    detail::check_scalar("sumsq_data", result);
+    math::detail::reduce_into<T, A>(math::detail::Sumsq{}, blob.count(), result, blob.data_buffer());
+}
+template <FloatingElement T, SyncedAllocator A>
+void sumsq_diff(const Blob<T, A>& blob, Blob<accumulator_t<T>, A>& result) {
+    detail::check_scalar("sumsq_diff", result);
+    math::detail::reduce_into<T, A>(math::detail::Sumsq{}, blob.count(), result, blob.diff_buffer());
+}
+/// Σ a.data · b.data into `result`. \throws ShapeError when the counts differ or `result` does not
+/// hold exactly one element.
+template <FloatingElement T, SyncedAllocator A>
+void dot(const Blob<T, A>& a, const Blob<T, A>& b, Blob<accumulator_t<T>, A>& result) {
+    if (a.count() != b.count()) {
+        detail::throw_counts_differ("dot", a, b);
+    }
+    detail::check_scalar("dot", result);
+    math::detail::reduce_into<T, A>(math::detail::Dot{}, a.count(), result, a.data_buffer(), b.data_buffer());
+}
+
 /// data *= s, where the data is fresh. Uninitialized data is left as it is (zeros).
 template <FloatingElement T, SyncedAllocator A>
 void scale_data(Blob<T, A>& blob, accumulator_t<T> s) {

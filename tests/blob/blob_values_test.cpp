@@ -146,7 +146,8 @@ std::vector<unsigned> stale_bytes(Blob<T, syncblob::Simulated>& b) {
     const auto n = static_cast<std::size_t>(b.count()) * sizeof(T);
     write_pattern(b.mutable_host_data(), 0);
     const T* device = b.device_data();  // synced
-    (void)b.mutable_host_data();        // the device side is now stale and poisoned
+    (void)b.mutable_host_data();        // the device side is now stale and poisoned (in stream order)
+    SimulatedDevice::synchronize();     // the poison has run
     auto seen = raw_bytes(device, n);   // SimulatedDevice memory is host-addressable
     const T* host = b.host_data().data();
     (void)b.mutable_device_data();  // the host side is now stale and poisoned

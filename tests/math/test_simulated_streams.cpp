@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <syncblob/core/sync_audit.hpp>
 #include <syncblob/math.hpp>
 #include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/simulated_device.hpp>
@@ -131,4 +132,48 @@ TEST_CASE("update with a diff on another stream: the diff is freed only after th
     CHECK(out[0] == 0.75f);
     CHECK(out[255] == 0.75f);
     CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("A reduction into a device scalar waits for nothing; reading the scalar waits, on any stream",
+          "[math][simulated][audit]") {
+    namespace audit = syncblob::audit;
+    using A = syncblob::SimulatedAsync;
+    for (std::uint64_t seed = 0; seed < 8; ++seed) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{SimulatedDevice::Settings{.seed = seed}};
+        {
+            Blob<float, A> x{1000};
+            Blob<float, A> y{1000};
+            x.fill(-0.5f);
+            y.fill(2.0f);
+            (void)x.mutable_device_data();  // fresh on the device only
+            (void)y.mutable_device_data();
+            Blob<float, A> sum{syncblob::Shape{}};  // a scalar, on a stream of its own
+            Blob<float, A> product{1};
+            sum.set_stream(SimulatedDevice::create_stream());
+            (void)sum.mutable_device_data();  // their blocks exist: what follows allocates nothing
+            (void)product.mutable_device_data();
+            audit::reset();
+            {
+                const audit::ModeScope strict(audit::Mode::error);  // a wait here would throw
+                syncblob::asum_data(x, sum);
+                syncblob::dot(x, y, product);
+            }
+            CHECK(audit::total(audit::Wait::host_result) == 0);
+            CHECK(sum.data_head() == Head::at_device);
+            CHECK(sum.host_data()[0] == 500.0f);        // the read waits, ordered after the kernel
+            CHECK(product.host_data()[0] == -1000.0f);  // on x's stream
+            Blob<float, A> host_fresh{4};
+            host_fresh.fill(3.0f);
+            syncblob::sumsq_data(host_fresh, product);  // fresh on the host: computed there
+            CHECK(product.data_head() == Head::at_host);
+            CHECK(product.host_data()[0] == 36.0f);
+            Blob<float, A> two{2};
+            CHECK_THROWS_WITH(syncblob::asum_data(x, two),
+                              "asum_data: the result blob must hold one element, it is 2 (2)");
+        }
+        SimulatedDevice::synchronize();
+        syncblob::SimulatedAsyncDevice::empty_cache();
+        CHECK(SimulatedDevice::faults().empty());
+    }
 }

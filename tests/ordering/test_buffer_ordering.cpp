@@ -416,7 +416,8 @@ TEST_CASE("Checking mode poisons the side a write made stale", "[ordering][buffe
             Plain b(bytes);
             fill_host(b, 1.0f);
             const auto* d = static_cast<const unsigned char*>(b.device_data());  // synced
-            fill_host(b, 2.0f);                                                  // the device side is stale
+            fill_host(b, 2.0f);              // the device side is stale, its poison queued on the buffer's stream
+            SimulatedDevice::synchronize();  // device memory read straight from the host: after the queue
             CHECK(d[0] == 0xFF);
             CHECK(d[bytes - 1] == 0xFF);
             const auto* h = static_cast<const unsigned char*>(b.host_data());

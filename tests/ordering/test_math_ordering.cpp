@@ -139,3 +139,57 @@ TEMPLATE_TEST_CASE("Math on blobs of device 0 while device 1 is current leaves d
         finish();
     }
 }
+
+TEMPLATE_TEST_CASE("A reduction into a device scalar is ordered after its operands and before the scalar's readers",
+                   "[ordering][math][reduce_into]", PlainBlob, OrderedBlob) {
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto a = SimulatedDevice::create_stream();
+        const auto b = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        {
+            TestType x{n};
+            TestType y{n};
+            TestType out{1};
+            x.set_stream(a);
+            y.set_stream(b);
+            out.set_stream(c);
+            x.fill(2.0f);
+            (void)x.device_data();
+            set_kernel(b, y.mutable_device_data(), un, 3.0f);  // y's values, still queued on b
+            float* o = out.mutable_device_data();
+            read_kernel(c, o, 1);      // the scalar's last reader, still queued on c
+            syncblob::dot(x, y, out);  // a kernel on a writes the scalar
+            std::vector<float> seen(1);
+            copy_kernel(c, seen.data(), static_cast<const float*>(o), 1);  // a later reader on c
+            SimulatedDevice::synchronize();
+            CHECK(seen[0] == 2.0f * 3.0f * static_cast<float>(n));
+            CHECK(out.host_data()[0] == 2.0f * 3.0f * static_cast<float>(n));
+        }
+        finish();
+    }
+}
+
+TEMPLATE_TEST_CASE("A reduction into a device scalar of device 1 runs there while device 0 is current",
+                   "[ordering][math][reduce_into][devices]", PlainBlob, OrderedBlob) {
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed, 2)};
+        SimulatedDevice::set_device(1);
+        {
+            TestType x{n};
+            TestType out{1};
+            x.fill(-1.5f);
+            (void)x.device_data();
+            (void)out.mutable_device_data();
+            SimulatedDevice::set_device(0);
+            syncblob::asum_data(x, out);
+            CHECK(SimulatedDevice::current_device() == 0);
+            SimulatedDevice::set_device(1);
+            CHECK(out.host_data()[0] == 1.5f * static_cast<float>(n));
+        }
+        SimulatedDevice::set_device(0);
+        finish();
+    }
+}

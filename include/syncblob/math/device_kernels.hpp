@@ -25,11 +25,14 @@ inline constexpr bool always_false = false;
 ///
 ///     template <class Op, FloatingElement T, class... In>   // Σ op.step over x and the inputs
 ///     static accumulator_t<T> reduce(Op op, std::int64_t n, stream_type stream, const T* x, const In*... in);
+///     template <class Op, FloatingElement T, class... In>   // the same sum, into device memory
+///     static void reduce_into(Op op, std::int64_t n, stream_type stream, accumulator_t<T>* out,
+///                             const T* x, const In*... in);
 ///     template <class Op, FloatingElement T, class... In>   // y = op.apply(y, inputs)
 ///     static void transform(Op op, std::int64_t n, stream_type stream, T* y, const In*... in);
 ///
-/// A reduction returns to the host (so it waits for its result); an element-wise operation is
-/// issued on `stream`.
+/// `reduce` returns to the host (so it waits for its result); `reduce_into` and an element-wise
+/// operation are issued on `stream`.
 template <DeviceBackend Backend>
 struct DeviceKernels {
     static_assert(detail::always_false<Backend>,

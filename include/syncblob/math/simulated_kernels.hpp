@@ -30,8 +30,17 @@ struct DeviceKernels<SimulatedDevice> {
         SimulatedDevice::launch(stream, Op::name, {range(x, n), range(in, n)...}, {},
                                 [&result, op, n, x, in...] { result = math::detail::reduce(op, n, x, in...); });
         auto done = SimulatedDevice::record(stream);
-        SimulatedDevice::wait(done);
+        SimulatedDevice::wait_for_result(done);
         return result;
+    }
+
+    /// Σ op over x and the inputs into `out` (device memory), queued: the host does not wait.
+    template <class Op, FloatingElement T, std::same_as<T>... In>
+    static void reduce_into(Op op, std::int64_t n, stream_type stream, accumulator_t<T>* out, const T* x,
+                            const In*... in) {
+        SimulatedDevice::launch(stream, Op::name, {range(x, n), range(in, n)...},
+                                {SimulatedDevice::Range{out, sizeof *out}},
+                                [out, op, n, x, in...] { *out = math::detail::reduce(op, n, x, in...); });
     }
 
     /// y = op(y, inputs), queued.

@@ -27,7 +27,8 @@ enum class CopyKind : std::uint8_t { host_to_device, device_to_host, device_to_d
 ///   `device_of(p) -> int` (the device whose memory `p` points into: a pointer's own device);
 /// - `copy(dst, src, bytes, kind, stream)`, finished when it returns, and `copy_async(...)`,
 ///   which only issues it;
-/// - `fill(dst, byte, bytes, stream)`, finished when it returns;
+/// - `fill(dst, byte, bytes, stream)`, issued on `stream` (done in stream order; the host does
+///   not wait, so a first touch costs no host wait);
 /// - `record(stream) -> event_type`, `wait(event)` (the host blocks until the event is reached),
 ///   `stream_wait(stream, event)` (the stream waits, the host does not), `query(event) -> bool`
 ///   (true once the event is reached; never blocks: how a caching pool asks whether the work that

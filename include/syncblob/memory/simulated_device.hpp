@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/sync_audit.hpp"
 #include "allocator.hpp"
 #include "detail/simulated_queue.hpp"
 #include "device_backend.hpp"
@@ -72,8 +73,10 @@ public:
     static constexpr unsigned char uninitialized_byte = 0xCD;
     static constexpr bool has_device = true;
 
+    /// Memory from the system (as `cudaMalloc`; a `system_allocation` for the sync audit).
     /// \throws std::bad_alloc when out of memory or when the scope's fault injection says so.
     [[nodiscard]] static void* allocate(std::size_t bytes) {
+        audit::note(audit::Wait::system_allocation);
         auto& s = state();
         std::lock_guard lock(s.mutex);
         ++s.allocations_in_scope;
@@ -103,6 +106,7 @@ public:
         if (p == nullptr) {
             return;
         }
+        audit::note_nothrow(audit::Wait::blocking_free);  // cudaFree waits for the whole device
         auto& s = state();
         {
             std::lock_guard lock(s.mutex);
@@ -158,6 +162,7 @@ public:
     /// Copies on `stream` and returns when the copy is done (after everything issued before it there).
     /// \throws DeviceError when the scope's fault injection says so (nothing is issued).
     static void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind, Stream stream) {
+        audit::note(audit::Wait::synchronous_copy);
         auto& s = state();
         std::lock_guard lock(s.mutex);
         count_copy(s, "copy");
@@ -173,12 +178,12 @@ public:
         (void)s.engine.issue(detail::sim::copy_operation(key(stream), dst, src, bytes, copy_name(kind)), current());
     }
 
-    /// Fills on `stream` and returns when done.
+    /// Queues the fill on `stream` and returns: it runs in stream order, as `cudaMemsetAsync` does
+    /// (the host does not wait; work on other streams that uses the bytes must be ordered after it).
     static void fill(void* dst, unsigned char byte, std::size_t bytes, Stream stream) {
         auto& s = state();
         std::lock_guard lock(s.mutex);
         (void)s.engine.issue(detail::sim::fill_operation(key(stream), dst, byte, bytes), current());
-        s.engine.host_wait(s.engine.point_after(key(stream)));
     }
 
     /// Queues a kernel on `stream` that reads `reads` and writes `writes`; `body` runs when the
@@ -213,9 +218,18 @@ public:
         if (event.stream == -1) {
             return;
         }
-        auto& s = state();
-        std::lock_guard lock(s.mutex);
-        s.engine.host_wait(event);
+        audit::note(audit::Wait::event_synchronize);
+        run_to(event);
+    }
+
+    /// Blocks until `event` is reached, as returning a device result to the host does (a cuBLAS
+    /// reduction in host pointer mode): the same wait, audited as a `host_result`.
+    static void wait_for_result(Event& event) {
+        if (event.stream == -1) {
+            return;
+        }
+        audit::note(audit::Wait::host_result);
+        run_to(event);
     }
 
     /// True when the work up to `event` has run; runs nothing (a queued operation runs only when
@@ -256,6 +270,7 @@ public:
 
     /// Runs every queued operation on every stream, interleaved as `Settings::seed` chooses.
     static void synchronize() {
+        audit::note(audit::Wait::device_synchronize);
         auto& s = state();
         std::lock_guard lock(s.mutex);
         s.engine.synchronize(s.rng);
@@ -302,7 +317,14 @@ public:
     }
 
 private:
-    friend class SimulatedAsyncDevice;  // its stream-ordered pool shares the engine (simulated_async_device.hpp)
+    friend class SimulatedAsyncDevice;
+
+    static void run_to(Event& event) {
+        auto& s = state();
+        std::lock_guard lock(s.mutex);
+        s.engine.host_wait(event);
+    }
+    // its stream-ordered pool shares the engine (simulated_async_device.hpp)
 
     static constexpr std::size_t alignment = 256;  // what cudaMalloc guarantees
 

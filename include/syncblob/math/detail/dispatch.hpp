@@ -21,6 +21,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/element.hpp"
+#include "../../core/sync_audit.hpp"
 #include "../../memory/synced_buffer.hpp"
 #include "../device_kernels.hpp"
 #include "../host_kernels.hpp"
@@ -104,6 +105,7 @@ SYNCBLOB_NOINLINE accumulator_t<T> reduce_general(Op op, std::int64_t n, const B
     if (runs_on_device<A>(x->head())) {
         if constexpr (A::device_backend::has_device) {
             using Device = typename A::device_backend;
+            const audit::Operation audited(Op::operation, audit::Waits{audit::Wait::host_result});
             const DeviceGuard<Device> guard(x->device_id());
             const std::array<const T*, 1 + sizeof...(More)> p{static_cast<const T*>(x->device_data()),
                                                               static_cast<const T*>(more->device_data())...};
@@ -130,6 +132,34 @@ accumulator_t<T> reduce_buffers(Op op, std::int64_t n, const Buffer& x, const Mo
     return reduce_general<T, A>(op, n, x, more...);
 }
 
+/// Σ op over the n elements of x and the other operands, written into the one element of `out` where
+/// x is fresh: on the device, by a kernel on x's stream into out's device side, with out's stream
+/// ordered around it (the host does not wait); on the host, into out's host side.
+template <FloatingElement T, SyncedAllocator A, class Op, class Out, class Buffer, class... More>
+SYNCBLOB_NOINLINE void reduce_into(Op op, std::int64_t n, Out& out, const Buffer& x, const More&... more) {
+    using R = accumulator_t<T>;
+    const bool none = n == 0 || x->head() == Head::uninitialized || ((more->head() == Head::uninitialized) || ...);
+    if (!none && runs_on_device<A>(x->head())) {
+        if constexpr (A::device_backend::has_device) {
+            using Device = typename A::device_backend;
+            const audit::Operation audited(Op::operation);
+            const DeviceGuard<Device> on_x(x->device_id());  // into a device scalar: on x's own device
+            const std::array<const T*, 1 + sizeof...(More)> p{static_cast<const T*>(x->device_data()),
+                                                              static_cast<const T*>(more->device_data())...};
+            record_kernels(true, x, more...);
+            (order_after(x, more), ...);  // the operands' last writers, into a device scalar
+            R* dst = out.mutable_device_data_for_overwrite();
+            order_after(x, out.data_buffer());  // the kernel overwrites what work on out's stream may read
+            std::apply([&](const auto*... q) { DeviceKernels<Device>::reduce_into(op, n, x->stream(), dst, q...); }, p);
+            order_release_after(x, out.data_buffer());  // later work on out's stream reads the result
+            (order_release_after(x, more), ...);
+            return;
+        }
+    }
+    const R value = none ? R{0} : reduce_general<T, A>(op, n, x, more...);
+    out.mutable_host_data_for_overwrite()[0] = value;
+}
+
 /// y = op(y, inputs) over n elements when every buffer's host copy is fresh: runs it and returns
 /// true; false, doing nothing, otherwise.
 template <FloatingElement T, SyncedAllocator A, class Op, class Buffer, class... In>
@@ -154,6 +184,7 @@ SYNCBLOB_NOINLINE void transform_general(Op op, std::int64_t n, const Buffer& y,
     if (runs_on_device<A>(y->head())) {
         if constexpr (A::device_backend::has_device) {
             using Device = typename A::device_backend;
+            const audit::Operation audited(Op::operation);
             const DeviceGuard<Device> guard(y->device_id());
             // the inputs before the write: an input may be y's own buffer
             const std::array<const T*, sizeof...(In)> p{static_cast<const T*>(in->device_data())...};

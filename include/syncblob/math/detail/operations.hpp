@@ -81,6 +81,7 @@ struct ScalarLanes {
 /// Σ|x|.
 struct Asum {
     static constexpr const char* name = "asum";
+    static constexpr const char* operation = "math::asum";  ///< its name in the sync audit
     SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V step(L, const V& sum, const V& x) const noexcept {
@@ -91,6 +92,7 @@ struct Asum {
 /// Σx².
 struct Sumsq {
     static constexpr const char* name = "sumsq";
+    static constexpr const char* operation = "math::sumsq";  ///< its name in the sync audit
     SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V step(L, const V& sum, const V& x) const noexcept {
@@ -101,6 +103,7 @@ struct Sumsq {
 /// Σx·y.
 struct Dot {
     static constexpr const char* name = "dot";
+    static constexpr const char* operation = "math::dot";  ///< its name in the sync audit
     SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V step(L, const V& sum, const V& x, const V& y) const noexcept {
@@ -111,6 +114,7 @@ struct Dot {
 /// y − x (computed in the accumulator type, rounded once to the element type).
 struct Sub {
     static constexpr const char* name = "sub";
+    static constexpr const char* operation = "math::update";  ///< its name in the sync audit
     SYNCBLOB_ANY_LANES
     template <class L, class V>
     SYNCBLOB_OPERATION V apply(L, const V& y, const V& x) const noexcept {
@@ -122,6 +126,7 @@ struct Sub {
 template <class A>
 struct Scale {
     static constexpr const char* name = "scale";
+    static constexpr const char* operation = "math::scale";  ///< its name in the sync audit
     A alpha;
     SYNCBLOB_ANY_LANES
     template <class L, class V>

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "../../core/error.hpp"
+#include "../../core/sync_audit.hpp"
 #include "../device_backend.hpp"
 #include "../head.hpp"
 #include "buffer_sides.hpp"
@@ -52,6 +53,9 @@ protected:
     // once; the copy or zero-fill the write needs covers only the bytes after them.
     SYNCBLOB_NOINLINE void* access(std::string_view op, Access a, std::size_t written) const {
         const bool to_host = a.side == Side::host;
+        // A host access asks for the wait for the copy that brings the host side up to date; a
+        // device access asks for no wait (an implicit copy to the device waits, and is reported).
+        const audit::Operation audited(op, to_host ? audit::host_read : audit::Waits{});
         if (!to_host) {
             require_device(op);
         }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "../../core/sync_audit.hpp"
 #include "../device_backend.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -27,6 +28,7 @@ void order_after(typename Device::stream_type first, typename Device::stream_typ
 /// allows: before memory that work uses is freed.
 template <DeviceBackend Device>
 void finish_before_free(typename Device::stream_type stream) noexcept {
+    const audit::CountOnly audited;  // the wait is counted, and must happen whatever the audit's mode
     try {
         auto done = Device::record(stream);
         Device::wait(done);
