@@ -228,6 +228,31 @@ TEST_CASE("device reductions reuse their scratch from call to call", "[cuda][ker
     CHECK(scratch.device<float>() == partials);
 }
 
+TEST_CASE("a reduction into a device scalar matches the host's and frees its partials in stream order",
+          "[cuda][kernels][math]") {
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    constexpr std::int64_t n = 300000;
+    const DeviceArray<syncblob::half> x(test_values<syncblob::half>(n, 3));
+    DeviceArray<float> out(1);
+    int device = 0;
+    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+    cudaMemPool_t pool = nullptr;
+    REQUIRE(cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess);
+    const auto used = [pool] {
+        std::uint64_t bytes = 0;
+        REQUIRE(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &bytes) == cudaSuccess);
+        return bytes;
+    };
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    const std::uint64_t before = used();
+    for (int i = 0; i < 100; ++i) {
+        syncblob::cuda::kernels::reduce_into(syncblob::math::detail::Asum{}, n, nullptr, out.get(), x.get());
+    }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(used() == before);  // every call's partials went back to the pool
+    CHECK(out.download()[0] == syncblob::cuda::kernels::asum(x.get(), n, nullptr));
+}
+
 TEMPLATE_LIST_TEST_CASE("device sub and scale match the host bodies exactly on both paths", "[cuda][kernels][math]",
                         FloatingTypes) {
     SYNCBLOB_REQUIRE_DEVICE(Device);
@@ -301,8 +326,9 @@ bool device_memory_for(std::size_t bytes) {
 }  // namespace
 
 // The calls that promise the host waited: each behind a 50 ms kernel, then the stream must be idle.
-TEST_CASE("cuda::Stream::synchronize, cuda::Event::synchronize and Device's copy and fill return when done",
-          "[cuda][streams]") {
+TEST_CASE(
+    "cuda::Stream::synchronize, cuda::Event::synchronize and Device's copy return when done; a fill does not wait",
+    "[cuda][streams]") {
     SYNCBLOB_REQUIRE_DEVICE(Device);
     const syncblob::cuda::Stream stream;
     const auto idle = [&] { return cudaStreamQuery(stream) == cudaSuccess; };
@@ -320,8 +346,8 @@ TEST_CASE("cuda::Stream::synchronize, cuda::Event::synchronize and Device's copy
     event.synchronize();
     CHECK(idle());
     delay(stream, 50);
-    Device::fill(block, 0, 1 << 20, stream);  // DeviceBackend: finished when it returns
-    CHECK(idle());
+    Device::fill(block, 0, 1 << 20, stream);  // DeviceBackend: issued in stream order, no host wait
+    CHECK_FALSE(idle());
     delay(stream, 50);
     Device::copy(host, block, 1 << 20, syncblob::CopyKind::device_to_host, stream);
     CHECK(idle());

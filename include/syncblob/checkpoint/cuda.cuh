@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../cuda/async_pool.hpp"
 #include "../cuda/detail/launch.cuh"
 #include "../cuda/device.hpp"
 #include "../io/detail/convert.hpp"
@@ -53,6 +54,10 @@ struct DeviceConvert<cuda::Device> {
         });
     }
 };
+
+/// The same kernels for arenas on `cuda::AsyncAllocator`: pool memory is device memory.
+template <>
+struct DeviceConvert<cuda::AsyncPool> : DeviceConvert<cuda::Device> {};
 
 }  // namespace checkpoint
 

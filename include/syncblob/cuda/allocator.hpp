@@ -46,6 +46,7 @@ struct PinnedAllocator {
             return {};
         }
         if (!driver_missing().load(std::memory_order_relaxed)) {
+            audit::note(audit::Wait::system_allocation);
             void* p = nullptr;
             try {
                 SYNCBLOB_CUDA_CHECK(cudaMallocHost(&p, bytes),
@@ -67,6 +68,7 @@ struct PinnedAllocator {
             return;
         }
         if (block.kind == pinned) {
+            audit::note_nothrow(audit::Wait::blocking_free);  // cudaFreeHost waits for the device
             (void)cudaFreeHost(block.data);
         } else {
             AlignedAllocator::deallocate(block);

@@ -11,10 +11,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -46,47 +47,61 @@ struct AsyncPool : Device {
     static constexpr std::uint64_t keep_everything = std::numeric_limits<std::uint64_t>::max();
 
     /// `bytes` bytes from the current device's pool, usable by work on `stream` issued after this
-    /// call (other streams must be ordered after it first). Zero bytes give a null pointer.
+    /// call (other streams must be ordered after it first). Zero bytes give a null pointer. No lock
+    /// is taken: the device's pool is looked up in a fixed table and its counters are atomics, so
+    /// threads allocating at once do not wait for each other (CUDA's own pool locks are CUDA's).
+    /// When the device is out of memory, the pool first gives back what it holds unused (as
+    /// `empty_cache` does: the device is synchronised, then the pool trimmed) and tries once more,
+    /// as PyTorch's caching allocator does.
     /// \throws OutOfMemoryError (a `std::bad_alloc`) when the cap would be exceeded (nothing
-    /// changes) or the device is out of memory; DeviceError where pools are unsupported;
-    /// NoDeviceError without a usable driver.
+    /// changes) or the device is still out of memory after that; DeviceError where pools are
+    /// unsupported; NoDeviceError without a usable driver.
     [[nodiscard]] static void* allocate_async(std::size_t bytes, stream_type stream) {
         if (bytes == 0) {
             return nullptr;
         }
         int device = 0;
         SYNCBLOB_CUDA_CHECK(cudaGetDevice(&device), "cuda::AsyncPool::allocate(" + std::to_string(bytes) + " bytes)");
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        PerDevice& d = of_device(state, device);
-        if (d.cap != 0 && bytes > d.cap - std::min(d.cap, d.stats.requested_bytes)) {
+        PerDevice& d = of_device(device);
+        const std::size_t requested = d.requested_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+        const std::size_t cap = d.cap.load(std::memory_order_relaxed);
+        if (cap != 0 && (requested > cap || requested < bytes)) {
+            d.requested_bytes.fetch_sub(bytes, std::memory_order_relaxed);
             throw OutOfMemoryError("cuda::AsyncPool::allocate(" + std::to_string(bytes) + " bytes): the cap of " +
-                                   std::to_string(d.cap) + " bytes on device " + std::to_string(device) +
-                                   " would be exceeded (" + std::to_string(d.stats.requested_bytes) + " bytes in use)");
+                                   std::to_string(cap) + " bytes on device " + std::to_string(device) +
+                                   " would be exceeded (" + std::to_string(requested - bytes) + " bytes in use)");
         }
-        const std::uint64_t reserved = attribute(d.pool, cudaMemPoolAttrReservedMemCurrent);
         void* p = nullptr;
-        SYNCBLOB_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, d.pool, stream),
-                            "cuda::AsyncPool::allocate(" + std::to_string(bytes) + " bytes)");
-        try {
-            state.owners.emplace(p, device);
-        } catch (...) {
-            (void)cudaFreeAsync(p, stream);
-            throw;
+        cudaError_t status = cudaMallocFromPoolAsync(&p, bytes, d.pool, stream);
+        if (status == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            cuda::synchronize();        // out of memory: the frees queued so far must run before the trim
+            release_unused(d, device);  // what the cache holds goes back, then one more try
+            ++d.oom_retries;
+            status = cudaMallocFromPoolAsync(&p, bytes, d.pool, stream);
         }
-        ++d.stats.requests;
-        if (attribute(d.pool, cudaMemPoolAttrReservedMemCurrent) > reserved) {
-            ++d.stats.system_allocations;
+        if (status != cudaSuccess) {
+            d.requested_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+            detail::raise(status, "cudaMallocFromPoolAsync",
+                          "cuda::AsyncPool::allocate(" + std::to_string(bytes) + " bytes)");
+        }
+        ++d.requests;
+        const std::uint64_t reserved = attribute(d.pool, cudaMemPoolAttrReservedMemCurrent);
+        if (reserved > d.last_reserved.exchange(reserved, std::memory_order_relaxed)) {
+            audit::note_nothrow(audit::Wait::system_allocation);  // the pool grew: counted, not refused
+            ++d.system_allocations;
         } else {
-            ++d.stats.cache_hits;
+            ++d.cache_hits;
         }
-        d.stats.requested_bytes += bytes;
-        d.stats.peak_requested_bytes = std::max(d.stats.peak_requested_bytes, d.stats.requested_bytes);
+        for (std::size_t peak = d.peak_requested_bytes.load(std::memory_order_relaxed);
+             requested > peak && !d.peak_requested_bytes.compare_exchange_weak(peak, requested);) {
+        }
         return p;
     }
 
     /// Frees `p` once `stream` reaches this point (`cudaFreeAsync`); the host does not wait. Work on
-    /// other streams that uses the block must be ordered before it.
+    /// other streams that uses the block must be ordered before it. `p` belongs to the current device
+    /// (a buffer frees its block with its device current).
     static void deallocate_async(void* p, std::size_t bytes, stream_type stream) noexcept {
         if (p == nullptr) {
             return;
@@ -94,7 +109,7 @@ struct AsyncPool : Device {
         if (cudaFreeAsync(p, stream) != cudaSuccess) {  // nothing to report from a release
             (void)cudaGetLastError();
         }
-        given_back(p, bytes);
+        given_back(bytes);
     }
 
     /// A block usable from any stream: allocated on the default stream, which is then waited for.
@@ -102,6 +117,7 @@ struct AsyncPool : Device {
         void* p = allocate_async(bytes, default_stream());
         if (p != nullptr) {
             try {
+                audit::note(audit::Wait::stream_synchronize);
                 SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(default_stream()), "cuda::AsyncPool::allocate");
             } catch (...) {
                 deallocate_async(p, bytes, default_stream());
@@ -119,14 +135,15 @@ struct AsyncPool : Device {
         }
         try {
             const DeviceGuard<Device> guard(device_of(p));
+            audit::note_nothrow(audit::Wait::device_synchronize);
             (void)cudaDeviceSynchronize();
             if (cudaFree(p) != cudaSuccess) {
                 (void)cudaGetLastError();
             }
+            given_back(bytes);
         } catch (...) {  // the device cannot be made current: a dead context frees everything anyway
             (void)cudaGetLastError();
         }
-        given_back(p, bytes);
     }
 
     /// A snapshot of `device`'s pool (the current device by default): `in_use_bytes`,
@@ -139,15 +156,25 @@ struct AsyncPool : Device {
         if (device < 0) {
             device = current_device();
         }
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        PerDevice& d = of_device(state, device);
-        PoolStats s = d.stats;
+        PerDevice& d = of_device(device);
+        PoolStats s;
+        s.requested_bytes = d.requested_bytes.load(std::memory_order_relaxed);
+        s.peak_requested_bytes = d.peak_requested_bytes.load(std::memory_order_relaxed);
+        s.requests = d.requests.load(std::memory_order_relaxed);
+        s.cache_hits = d.cache_hits.load(std::memory_order_relaxed);
+        s.system_allocations = d.system_allocations.load(std::memory_order_relaxed);
+        s.system_frees = d.system_frees.load(std::memory_order_relaxed);
         s.in_use_bytes = static_cast<std::size_t>(attribute(d.pool, cudaMemPoolAttrUsedMemCurrent));
         s.reserved_bytes = static_cast<std::size_t>(attribute(d.pool, cudaMemPoolAttrReservedMemCurrent));
         s.peak_reserved_bytes = static_cast<std::size_t>(attribute(d.pool, cudaMemPoolAttrReservedMemHigh));
         s.cached_bytes = s.reserved_bytes - std::min(s.reserved_bytes, s.in_use_bytes);
         return s;
+    }
+
+    /// How often an allocation found the device out of memory, gave back the pool's unused memory
+    /// and tried again (the current device by default).
+    [[nodiscard]] static std::uint64_t out_of_memory_retries(int device = -1) {
+        return of_device(device < 0 ? current_device() : device).oom_retries.load(std::memory_order_relaxed);
     }
 
     /// Waits for all work on `device` (the current one by default), then returns every byte the
@@ -158,26 +185,14 @@ struct AsyncPool : Device {
         }
         const DeviceGuard<Device> guard(device);
         cuda::synchronize();
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        PerDevice& d = of_device(state, device);
-        const std::uint64_t before = attribute(d.pool, cudaMemPoolAttrReservedMemCurrent);
-        SYNCBLOB_CUDA_CHECK(cudaMemPoolTrimTo(d.pool, 0), "cuda::AsyncPool::empty_cache");
-        if (attribute(d.pool, cudaMemPoolAttrReservedMemCurrent) < before) {
-            ++d.stats.system_frees;
-        }
+        release_unused(of_device(device), device);
     }
 
     /// Caps the bytes callers may hold at once from `device`'s pool (`PoolStats::requested_bytes`,
     /// checked before CUDA is asked); 0 lifts the cap. Memory cached beyond it is bounded by the
     /// release threshold and `empty_cache`.
     static void set_cap(std::size_t bytes, int device = -1) {
-        if (device < 0) {
-            device = current_device();
-        }
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        of_device(state, device).cap = bytes;
+        of_device(device < 0 ? current_device() : device).cap.store(bytes, std::memory_order_relaxed);
     }
 
     /// Reserved bytes above which CUDA returns freed memory to the system at the next
@@ -186,11 +201,8 @@ struct AsyncPool : Device {
         if (device < 0) {
             device = current_device();
         }
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        SYNCBLOB_CUDA_CHECK(
-            cudaMemPoolSetAttribute(of_device(state, device).pool, cudaMemPoolAttrReleaseThreshold, &bytes),
-            "cuda::AsyncPool::set_release_threshold(" + std::to_string(bytes) + ")");
+        SYNCBLOB_CUDA_CHECK(cudaMemPoolSetAttribute(of_device(device).pool, cudaMemPoolAttrReleaseThreshold, &bytes),
+                            "cuda::AsyncPool::set_release_threshold(" + std::to_string(bytes) + ")");
     }
 
     /// Starts `peak_reserved_bytes` and `peak_requested_bytes` afresh from the current values.
@@ -198,34 +210,40 @@ struct AsyncPool : Device {
         if (device < 0) {
             device = current_device();
         }
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        PerDevice& d = of_device(state, device);
+        PerDevice& d = of_device(device);
         std::uint64_t zero = 0;
         SYNCBLOB_CUDA_CHECK(cudaMemPoolSetAttribute(d.pool, cudaMemPoolAttrReservedMemHigh, &zero),
                             "cuda::AsyncPool::reset_peaks");
         SYNCBLOB_CUDA_CHECK(cudaMemPoolSetAttribute(d.pool, cudaMemPoolAttrUsedMemHigh, &zero),
                             "cuda::AsyncPool::reset_peaks");
-        d.stats.peak_requested_bytes = d.stats.requested_bytes;
+        d.peak_requested_bytes.store(d.requested_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
 
     /// The pool of `device`, created on first use (for `cudaMemPoolSetAccess` and the like).
-    [[nodiscard]] static cudaMemPool_t pool(int device) {
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        return of_device(state, device).pool;
-    }
+    [[nodiscard]] static cudaMemPool_t pool(int device) { return of_device(device).pool; }
 
 private:
+    /// Devices a process may use (CUDA's own limit per node is far below it).
+    static constexpr int max_devices = 64;
+
+    // One device's pool and counters: the pool is set once, under the creation lock, before the
+    // slot is published; everything else is an atomic, so allocations and frees take no lock.
     struct PerDevice {
         cudaMemPool_t pool = nullptr;
-        PoolStats stats;  // the counters syncblob keeps; the byte counts come from CUDA
-        std::size_t cap = 0;
+        std::atomic<std::size_t> cap{0};
+        std::atomic<std::size_t> requested_bytes{0};
+        std::atomic<std::size_t> peak_requested_bytes{0};
+        std::atomic<std::uint64_t> last_reserved{0};  // the pool's reservation after the last allocation
+        std::atomic<std::uint64_t> requests{0};
+        std::atomic<std::uint64_t> cache_hits{0};
+        std::atomic<std::uint64_t> system_allocations{0};
+        std::atomic<std::uint64_t> system_frees{0};
+        std::atomic<std::uint64_t> oom_retries{0};
     };
     struct Pools {
-        std::mutex mutex;
-        std::map<int, PerDevice> devices;
-        std::map<void*, int> owners;  // the device of each block handed out, for its statistics
+        std::mutex creating;  // taken only to create a device's pool, once
+        std::array<PerDevice, max_devices> devices;
+        std::array<std::atomic<bool>, max_devices> ready{};
     };
 
     // Kept for the life of the process: destroying a pool at exit could outlive the CUDA runtime.
@@ -234,12 +252,35 @@ private:
         return *state;
     }
 
-    static PerDevice& of_device(Pools& state, int device) {
-        PerDevice& d = state.devices[device];
-        if (d.pool == nullptr) {
-            d.pool = create_pool(device);
+    // `device`'s slot, its pool created on first use. \throws DeviceError for a device past max_devices.
+    static PerDevice& of_device(int device) {
+        if (device < 0 || device >= max_devices) {
+            throw DeviceError("cuda::AsyncPool: device " + std::to_string(device) + " is past the " +
+                              std::to_string(max_devices) + " devices a process may use");
         }
-        return d;
+        auto& state = pools();
+        const auto i = static_cast<std::size_t>(device);
+        if (!state.ready[i].load(std::memory_order_acquire)) {
+            const std::lock_guard lock(state.creating);
+            if (!state.ready[i].load(std::memory_order_relaxed)) {
+                state.devices[i].pool = create_pool(device);
+                state.ready[i].store(true, std::memory_order_release);
+            }
+        }
+        return state.devices[i];
+    }
+
+    // Returns what the pool holds unused (after the caller waited for the device's work).
+    static void release_unused(PerDevice& d, int device) {
+        const std::uint64_t before = attribute(d.pool, cudaMemPoolAttrReservedMemCurrent);
+        SYNCBLOB_CUDA_CHECK(
+            cudaMemPoolTrimTo(d.pool, 0),
+            "cuda::AsyncPool: giving back the pool's unused memory on device " + std::to_string(device));
+        const std::uint64_t after = attribute(d.pool, cudaMemPoolAttrReservedMemCurrent);
+        d.last_reserved.store(after, std::memory_order_relaxed);
+        if (after < before) {
+            ++d.system_frees;
+        }
     }
 
     static cudaMemPool_t create_pool(int device) {
@@ -274,17 +315,18 @@ private:
         return value;
     }
 
-    // Counts a block given back by a caller that asked for `bytes`.
-    static void given_back(void* p, std::size_t bytes) noexcept {
-        auto& state = pools();
-        std::lock_guard lock(state.mutex);
-        const auto it = state.owners.find(p);
-        if (it == state.owners.end()) {
+    // Counts a block of the current device given back by a caller that asked for `bytes`.
+    static void given_back(std::size_t bytes) noexcept {
+        int device = 0;
+        if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= max_devices ||
+            !pools().ready[static_cast<std::size_t>(device)].load(std::memory_order_acquire)) {
+            (void)cudaGetLastError();
             return;
         }
-        auto& requested = state.devices[it->second].stats.requested_bytes;
-        requested -= std::min(requested, bytes);
-        state.owners.erase(it);
+        auto& requested = pools().devices[static_cast<std::size_t>(device)].requested_bytes;
+        for (std::size_t now = requested.load(std::memory_order_relaxed);
+             !requested.compare_exchange_weak(now, now - std::min(now, bytes), std::memory_order_relaxed);) {
+        }
     }
 };
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/sync_audit.hpp"
 #include "error.hpp"
 #include "runtime.hpp"
 
@@ -75,6 +76,23 @@ namespace detail {
 }
 }  // namespace detail
 
+namespace detail {
+/// Device pointer mode on `h` for its lifetime (a result written to device memory, no host wait),
+/// host pointer mode again after.
+class DevicePointerMode {
+public:
+    explicit DevicePointerMode(cublasHandle_t h) : h_(h) {
+        SYNCBLOB_CUDA_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE), "cuda::blas (device result)");
+    }
+    ~DevicePointerMode() { (void)cublasSetPointerMode(h_, CUBLAS_POINTER_MODE_HOST); }
+    DevicePointerMode(const DevicePointerMode&) = delete;
+    DevicePointerMode& operator=(const DevicePointerMode&) = delete;
+
+private:
+    cublasHandle_t h_;
+};
+}  // namespace detail
+
 /// float and double BLAS-1 on device pointers, on `stream`. Reductions wait for their result.
 namespace blas {
 
@@ -82,6 +100,7 @@ namespace blas {
 [[nodiscard]] inline float asum(const float* x, std::int64_t n, cudaStream_t stream) {
     float r = 0;
     if (n > 0) {
+        audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
         SYNCBLOB_CUDA_CHECK(cublasSasum_64(cuda::detail::cublas_on_stream(stream), n, x, 1, &r), "cuda::blas::asum");
     }
     return r;
@@ -89,6 +108,7 @@ namespace blas {
 [[nodiscard]] inline double asum(const double* x, std::int64_t n, cudaStream_t stream) {
     double r = 0;
     if (n > 0) {
+        audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
         SYNCBLOB_CUDA_CHECK(cublasDasum_64(cuda::detail::cublas_on_stream(stream), n, x, 1, &r), "cuda::blas::asum");
     }
     return r;
@@ -98,6 +118,7 @@ namespace blas {
 [[nodiscard]] inline float dot(const float* x, const float* y, std::int64_t n, cudaStream_t stream) {
     float r = 0;
     if (n > 0) {
+        audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
         SYNCBLOB_CUDA_CHECK(cublasSdot_64(cuda::detail::cublas_on_stream(stream), n, x, 1, y, 1, &r),
                             "cuda::blas::dot");
     }
@@ -106,6 +127,7 @@ namespace blas {
 [[nodiscard]] inline double dot(const double* x, const double* y, std::int64_t n, cudaStream_t stream) {
     double r = 0;
     if (n > 0) {
+        audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
         SYNCBLOB_CUDA_CHECK(cublasDdot_64(cuda::detail::cublas_on_stream(stream), n, x, 1, y, 1, &r),
                             "cuda::blas::dot");
     }
@@ -138,6 +160,29 @@ inline void scal(double alpha, double* x, std::int64_t n, cudaStream_t stream) {
         SYNCBLOB_CUDA_CHECK(cublasDscal_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1),
                             "cuda::blas::scal");
     }
+}
+
+/// The reductions with their result left in device memory (`result`, on the device): queued on
+/// `stream` in cuBLAS's device pointer mode; the host does not wait.
+inline void asum_into(const float* x, std::int64_t n, cudaStream_t stream, float* result) {
+    cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
+    const cuda::detail::DevicePointerMode mode(h);
+    SYNCBLOB_CUDA_CHECK(cublasSasum_64(h, n, x, 1, result), "cuda::blas::asum (device result)");
+}
+inline void asum_into(const double* x, std::int64_t n, cudaStream_t stream, double* result) {
+    cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
+    const cuda::detail::DevicePointerMode mode(h);
+    SYNCBLOB_CUDA_CHECK(cublasDasum_64(h, n, x, 1, result), "cuda::blas::asum (device result)");
+}
+inline void dot_into(const float* x, const float* y, std::int64_t n, cudaStream_t stream, float* result) {
+    cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
+    const cuda::detail::DevicePointerMode mode(h);
+    SYNCBLOB_CUDA_CHECK(cublasSdot_64(h, n, x, 1, y, 1, result), "cuda::blas::dot (device result)");
+}
+inline void dot_into(const double* x, const double* y, std::int64_t n, cudaStream_t stream, double* result) {
+    cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
+    const cuda::detail::DevicePointerMode mode(h);
+    SYNCBLOB_CUDA_CHECK(cublasDdot_64(h, n, x, 1, y, 1, result), "cuda::blas::dot (device result)");
 }
 
 }  // namespace blas

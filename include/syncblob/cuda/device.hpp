@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "../core/sync_audit.hpp"
 #include "../memory/device_backend.hpp"
 #include "error.hpp"
 #include "runtime.hpp"
@@ -20,9 +21,9 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace cuda {
 
-/// A `DeviceBackend` over the CUDA runtime. Synchronous copies and fills run on the given stream
-/// and wait for it; asynchronous copies are only issued. Every call is checked: where the runtime
-/// finds no usable driver or device, the first device access throws `NoDeviceError` carrying the
+/// A `DeviceBackend` over the CUDA runtime. Synchronous copies run on the given stream and wait for
+/// it; fills and asynchronous copies are only issued. Every wait is reported to the sync audit. Every call is checked:
+/// where the runtime finds no usable driver or device, the first device access throws `NoDeviceError` carrying the
 /// driver's message, and host-side use of a buffer is unaffected.
 struct Device {
     /// `cudaStream_t`; a buffer's stream is `default_stream()` until it is given another.
@@ -35,6 +36,7 @@ struct Device {
     /// \throws NoDeviceError without a usable device, `OutOfMemoryError` (a `std::bad_alloc`) when
     /// device memory runs out.
     [[nodiscard]] static void* allocate(std::size_t bytes) {
+        audit::note(audit::Wait::system_allocation);
         void* p = nullptr;
         SYNCBLOB_CUDA_CHECK(cudaMalloc(&p, bytes), "cuda::Device::allocate(" + std::to_string(bytes) + " bytes)");
         return p;
@@ -42,6 +44,7 @@ struct Device {
 
     static void deallocate(void* p, std::size_t) noexcept {
         if (p != nullptr) {
+            audit::note_nothrow(audit::Wait::blocking_free);  // cudaFree waits for the whole device
             if (cudaFree(p) != cudaSuccess) {  // nothing to report from a release; a dead context frees everything
                 (void)cudaGetLastError();      // anyway, but the error must not be blamed on the next call
             }
@@ -74,6 +77,7 @@ struct Device {
         if (bytes == 0) {
             return;
         }
+        audit::note(audit::Wait::synchronous_copy);
         copy_async(dst, src, bytes, kind, stream);
         SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream), "cuda::Device::copy");
     }
@@ -89,14 +93,13 @@ struct Device {
             "cuda::Device::copy of " + std::to_string(bytes) + " bytes " + std::string(kind_name(kind)));
     }
 
-    /// Sets `bytes` bytes at `dst` to `byte` on `stream` and waits for it.
+    /// Sets `bytes` bytes at `dst` to `byte` on `stream`, in stream order: the host does not wait.
     static void fill(void* dst, unsigned char byte, std::size_t bytes, stream_type stream) {
         if (bytes == 0) {
             return;
         }
         SYNCBLOB_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, stream),
                             "cuda::Device::fill of " + std::to_string(bytes) + " bytes");
-        SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream), "cuda::Device::fill");
     }
 
     /// Page-locks host memory for the device (`cudaHostRegister`): true when this call registered

@@ -70,6 +70,7 @@ template <Element To, Element From>
                             element_name<To>());
     SYNCBLOB_CUDA_CHECK(cudaMemcpyAsync(result, first, sizeof *result, cudaMemcpyDeviceToHost, stream), context());
     SYNCBLOB_CUDA_CHECK(cudaEventRecord(scratch.copied(), stream), context());
+    audit::note(audit::Wait::host_result);
     SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(scratch.copied()), context());
     return *result < static_cast<unsigned long long>(n) ? static_cast<std::int64_t>(*result) : n;
 }
@@ -103,6 +104,13 @@ namespace kernels {
 template <class Op, FloatingElement T, std::same_as<T>... In>
 [[nodiscard]] accumulator_t<T> reduce(Op op, std::int64_t n, cudaStream_t stream, const T* x, const In*... in) {
     return detail::launch_reduce(detail::reduce_at(op, x, in...), n, stream, detail::label_of<Op>(), element_name<T>());
+}
+
+/// Σ op over x and the inputs, left in device memory (`out`): queued on `stream`, no host wait.
+template <class Op, FloatingElement T, std::same_as<T>... In>
+void reduce_into(Op op, std::int64_t n, cudaStream_t stream, accumulator_t<T>* out, const T* x, const In*... in) {
+    detail::launch_reduce_into(detail::reduce_at(op, x, in...), n, stream, out, detail::label_of<Op>(),
+                               element_name<T>());
 }
 
 /// y = op(y, inputs), issued on `stream`.
@@ -155,6 +163,10 @@ struct CustomKernels {
     template <class Op, class... In>
     static void transform(Op op, std::int64_t n, cudaStream_t s, T* y, const In*... in) {
         kernels::transform(op, n, s, y, in...);
+    }
+    template <class Op, class... In>
+    static void reduce_into(Op op, std::int64_t n, cudaStream_t s, accumulator_t<T>* out, const T* x, const In*... in) {
+        kernels::reduce_into(op, n, s, out, x, in...);
     }
 };
 

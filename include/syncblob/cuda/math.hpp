@@ -35,6 +35,9 @@ struct CustomKernels {
     static accumulator_t<T> reduce(Op op, std::int64_t n, cudaStream_t stream, const T* x, const In*... in);
     template <class Op, class... In>
     static void transform(Op op, std::int64_t n, cudaStream_t stream, T* y, const In*... in);
+    template <class Op, class... In>
+    static void reduce_into(Op op, std::int64_t n, cudaStream_t stream, accumulator_t<T>* out, const T* x,
+                            const In*... in);
 };
 }  // namespace cuda::detail
 SYNCBLOB_END_NAMESPACE
@@ -75,6 +78,27 @@ template <class Op, class... P>
 inline constexpr bool has_blas_call = requires(Op op, std::int64_t n, cudaStream_t s, P... p) {
     blas_call(op, n, s, p...);
 };
+
+template <class T>
+auto blas_into(math::detail::Asum, std::int64_t n, cudaStream_t s, T* out, const T* x)
+    -> decltype(blas::asum_into(x, n, s, out)) {
+    blas::asum_into(x, n, s, out);
+}
+template <class T>
+auto blas_into(math::detail::Sumsq, std::int64_t n, cudaStream_t s, T* out, const T* x)
+    -> decltype(blas::dot_into(x, x, n, s, out)) {
+    blas::dot_into(x, x, n, s, out);
+}
+template <class T>
+auto blas_into(math::detail::Dot, std::int64_t n, cudaStream_t s, T* out, const T* x, const T* y)
+    -> decltype(blas::dot_into(x, y, n, s, out)) {
+    blas::dot_into(x, y, n, s, out);
+}
+
+template <class Op, class... P>
+inline constexpr bool has_blas_into = requires(Op op, std::int64_t n, cudaStream_t s, P... p) {
+    blas_into(op, n, s, p...);
+};
 }  // namespace cuda::detail
 
 /// `cuda::Device`'s device math. Pointers are device pointers on the current device; work runs on
@@ -95,6 +119,17 @@ struct DeviceKernels<cuda::Device> {
     }
 
     /// y = op(y, inputs).
+    /// The reduction with its result left in device memory (`out`), queued on `stream`: no host wait.
+    template <class Op, FloatingElement T, std::same_as<T>... In>
+    static void reduce_into(Op op, std::int64_t n, stream_type stream, accumulator_t<T>* out, const T* x,
+                            const In*... in) {
+        if constexpr (cuda::detail::has_blas_into<Op, accumulator_t<T>*, const T*, const In*...>) {
+            cuda::detail::blas_into(op, n, stream, out, x, in...);
+        } else {
+            cuda::detail::CustomKernels<T>::reduce_into(op, n, stream, out, x, in...);
+        }
+    }
+
     template <class Op, FloatingElement T, std::same_as<T>... In>
     static void transform(Op op, std::int64_t n, stream_type stream, T* y, const In*... in) {
         if constexpr (cuda::detail::has_blas_call<Op, T*, const In*...>) {

@@ -6,10 +6,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "../core/sync_audit.hpp"
 #include "error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -59,6 +62,7 @@ inline void set_device(int device) {
 
 /// Blocks until the current device has finished all its work.
 inline void synchronize() {
+    audit::note(audit::Wait::device_synchronize);
     SYNCBLOB_CUDA_CHECK(cudaDeviceSynchronize(), "cuda::synchronize");
 }
 
@@ -87,7 +91,10 @@ public:
     operator cudaStream_t() const noexcept { return stream_; }  // NOLINT(google-explicit-constructor)
 
     /// Blocks until every operation issued on the stream has finished.
-    void synchronize() const { SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream_), "cuda::Stream::synchronize"); }
+    void synchronize() const {
+        audit::note(audit::Wait::stream_synchronize);
+        SYNCBLOB_CUDA_CHECK(cudaStreamSynchronize(stream_), "cuda::Stream::synchronize");
+    }
 
 private:
     void reset() noexcept {
@@ -100,16 +107,86 @@ private:
     cudaStream_t stream_ = nullptr;
 };
 
+namespace detail {
+
+/// The events a thread has released, per device, for its next records: an event is created once
+/// and recorded again and again, instead of `cudaEventCreate` per record. Destroyed with the thread.
+class EventCache {
+public:
+    EventCache() = default;
+    EventCache(const EventCache&) = delete;
+    EventCache& operator=(const EventCache&) = delete;
+    ~EventCache() {
+        gone() = true;
+        for (auto& [device, events] : free_) {
+            for (cudaEvent_t e : events) {
+                (void)cudaEventDestroy(e);
+            }
+        }
+    }
+
+    /// The calling thread's cache, or null once it is destroyed (an event released later in the
+    /// thread's exit, or by a static object, is then destroyed at once).
+    static EventCache* of_thread() noexcept {
+        if (gone()) {
+            return nullptr;
+        }
+        thread_local EventCache cache;
+        return &cache;
+    }
+
+    /// An event of `device` (the current one), from the cache or new.
+    [[nodiscard]] cudaEvent_t take(int device) {
+        auto& events = free_[device];
+        if (!events.empty()) {
+            cudaEvent_t e = events.back();
+            events.pop_back();
+            return e;
+        }
+        cudaEvent_t e = nullptr;
+        SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda::Event::record");
+        return e;
+    }
+
+    /// Keeps `e` (of `device`) for a later record; destroys it when it cannot be kept.
+    void give(int device, cudaEvent_t e) noexcept {
+        try {
+            auto& events = free_[device];
+            if (events.size() < max_cached) {
+                events.push_back(e);
+                return;
+            }
+        } catch (...) {  // no room to keep it
+        }
+        (void)cudaEventDestroy(e);
+    }
+
+private:
+    // Trivially destructible, so it stays readable while the thread's other objects are destroyed.
+    static bool& gone() noexcept {
+        thread_local bool flag = false;
+        return flag;
+    }
+
+    static constexpr std::size_t max_cached = 64;
+    std::map<int, std::vector<cudaEvent_t>> free_;
+};
+
+}  // namespace detail
+
 /// An owned CUDA event marking a point in a stream; an empty event (default-constructed or
-/// moved from) counts as already reached. The event type of `cuda::Device`.
+/// moved from) counts as already reached. The event type of `cuda::Device`. Events come from a
+/// per-thread cache (an event destroyed goes back to it), so a steady loop creates none.
 class Event {
 public:
     Event() noexcept = default;
-    Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+    Event(Event&& other) noexcept
+        : event_(std::exchange(other.event_, nullptr)), device_(std::exchange(other.device_, -1)) {}
     Event& operator=(Event&& other) noexcept {
         if (this != &other) {
             reset();
             event_ = std::exchange(other.event_, nullptr);
+            device_ = std::exchange(other.device_, -1);
         }
         return *this;
     }
@@ -117,10 +194,17 @@ public:
     Event& operator=(const Event&) = delete;
     ~Event() { reset(); }
 
-    /// An event recorded now on `stream` (timing disabled: it only orders work).
+    /// An event recorded now on `stream` (timing disabled: it only orders work). `stream` must
+    /// belong to the current device (as `cudaEventRecord` requires).
     [[nodiscard]] static Event record(cudaStream_t stream) {
         Event e;
-        SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming), "cuda::Event::record");
+        SYNCBLOB_CUDA_CHECK(cudaGetDevice(&e.device_), "cuda::Event::record");
+        detail::EventCache* cache = detail::EventCache::of_thread();
+        if (cache != nullptr) {
+            e.event_ = cache->take(e.device_);
+        } else {
+            SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming), "cuda::Event::record");
+        }
         SYNCBLOB_CUDA_CHECK(cudaEventRecord(e.event_, stream), "cuda::Event::record");
         return e;
     }
@@ -131,6 +215,7 @@ public:
     /// Blocks the host until the event is reached.
     void synchronize() const {
         if (event_ != nullptr) {
+            audit::note(audit::Wait::event_synchronize);
             SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(event_), "cuda::Event::synchronize");
         }
     }
@@ -159,12 +244,17 @@ public:
 private:
     void reset() noexcept {
         if (event_ != nullptr) {
-            (void)cudaEventDestroy(event_);
+            if (detail::EventCache* cache = detail::EventCache::of_thread()) {
+                cache->give(device_, event_);
+            } else {
+                (void)cudaEventDestroy(event_);
+            }
             event_ = nullptr;
         }
     }
 
     cudaEvent_t event_ = nullptr;
+    int device_ = -1;
 };
 
 }  // namespace cuda

@@ -150,9 +150,10 @@ SYNCBLOB_HOST_DEVICE void tree_reduce(V* values) noexcept {
     }
 }
 
-/// The blocks' partial sums added in block order (on the host, after the kernel).
+/// The blocks' partial sums added in block order (on the host after the kernel, or by one device
+/// thread for a result left on the device).
 template <class V>
-[[nodiscard]] V sum_partials(const V* partials, std::int64_t count) noexcept {
+[[nodiscard]] SYNCBLOB_HOST_DEVICE V sum_partials(const V* partials, std::int64_t count) noexcept {
     V sum{0};
     for (std::int64_t b = 0; b < count; ++b) {
         sum += partials[b];

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <utility>
 
+#include "../../core/sync_audit.hpp"
 #include "../error.hpp"
 #include "functors.hpp"
 
@@ -93,6 +94,7 @@ inline constexpr std::size_t reduction_scratch_bytes = static_cast<std::size_t>(
 class ReductionScratch {
 public:
     ReductionScratch() {
+        audit::note(audit::Wait::system_allocation);  // once per thread and device: a warm-up cost
         SYNCBLOB_CUDA_CHECK(cudaMalloc(&device_, reduction_scratch_bytes), "cuda reduction scratch");
         if (cudaMallocHost(&host_, reduction_scratch_bytes) == cudaSuccess) {
             pinned_ = true;
@@ -115,6 +117,7 @@ public:
             (void)cudaEventDestroy(copied_);
         }
         if (device_ != nullptr) {
+            audit::note_nothrow(audit::Wait::blocking_free);
             (void)cudaFree(device_);
         }
         if (host_ != nullptr) {
@@ -180,8 +183,38 @@ template <class Term>
         cudaMemcpyAsync(scratch.host<V>(), scratch.device<V>(), count * sizeof(V), cudaMemcpyDeviceToHost, stream),
         launch_context(operation, dtype, n));
     SYNCBLOB_CUDA_CHECK(cudaEventRecord(scratch.copied(), stream), launch_context(operation, dtype, n));
+    audit::note(audit::Wait::host_result);
     SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(scratch.copied()), launch_context(operation, dtype, n));
     return sum_partials(scratch.host<V>(), blocks);
+}
+
+// Adds the `blocks` partials into `*out` in block order, as the host does (one thread: at most
+// max_reduce_blocks values), converting to `R`.
+template <class V, class R>
+__global__ void sum_partials_kernel(const V* partials, std::int64_t blocks, R* out) {
+    *out = static_cast<R>(sum_partials(partials, blocks));
+}
+
+/// Σ term(i) for i in [0, n) on `stream`, left in device memory at `out`: the partials live in a
+/// stream-ordered block (`cudaMallocAsync`, freed after the second kernel), so nothing waits.
+template <class Term, class R>
+void launch_reduce_into(const Term& term, std::int64_t n, cudaStream_t stream, R* out, std::string_view operation,
+                        std::string_view dtype) {
+    using V = term_value_t<Term>;
+    if (n <= 0) {
+        SYNCBLOB_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(R), stream), launch_context(operation, dtype, n));
+        return;
+    }
+    const std::int64_t blocks = blocks_for(n, max_reduce_blocks);
+    void* partials = nullptr;
+    SYNCBLOB_CUDA_CHECK(cudaMallocAsync(&partials, static_cast<std::size_t>(blocks) * sizeof(V), stream),
+                        launch_context(operation, dtype, n));
+    clear_stale_error();
+    reduce_kernel<<<static_cast<unsigned int>(blocks), block_threads, 0, stream>>>(term, n, static_cast<V*>(partials));
+    sum_partials_kernel<<<1, 1, 0, stream>>>(static_cast<const V*>(partials), blocks, out);
+    const cudaError_t launched = cudaGetLastError();
+    (void)cudaFreeAsync(partials, stream);
+    SYNCBLOB_CUDA_CHECK(launched, launch_context(operation, dtype, n));
 }
 
 }  // namespace cuda::detail
