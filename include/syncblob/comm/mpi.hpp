@@ -31,6 +31,7 @@
 
 #include "../arena.hpp"
 #include "../core/error.hpp"
+#include "../core/sync_audit.hpp"
 #include "detail/mpi_agree.hpp"
 #include "detail/mpi_call.hpp"
 #include "detail/mpi_private_comm.hpp"
@@ -82,6 +83,7 @@ template <MpiElement T, SyncedAllocator A>
 CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, Options options = {}) {
     using Device = typename A::device_backend;
     constexpr std::string_view op = "mpi::allreduce_diff";
+    const audit::Operation audited(op, audit::Waits{audit::Wait::collective});  // a blocking all-reduce
     const detail::Deadline deadline(options.timeout);
     detail::ErrorsReturn errors(comm, op);
     CommStats stats;
@@ -138,6 +140,7 @@ template <MpiElement T, SyncedAllocator A>
 CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, Options options = {}) {
     using Device = typename A::device_backend;
     constexpr std::string_view op = "mpi::broadcast_data";
+    const audit::Operation audited(op, audit::Waits{audit::Wait::collective});  // a blocking broadcast
     const detail::Deadline deadline(options.timeout);
     detail::ErrorsReturn errors(comm, op);
     int rank = 0;

@@ -17,6 +17,7 @@
 
 #include "../arena.hpp"
 #include "../core/error.hpp"
+#include "../core/sync_audit.hpp"
 #include "detail/bucket_plan.hpp"
 #include "detail/mpi_agree.hpp"
 #include "detail/mpi_call.hpp"
@@ -60,6 +61,7 @@ public:
     BucketedAllreduce(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, std::size_t first_bytes,
                       std::size_t bucket_bytes, Options options = {})
         : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
+        const audit::Operation audited(op);
         const detail::Deadline deadline(options.timeout);
         detail::ErrorsReturn errors(comm, op);
         const bool device =
@@ -100,6 +102,29 @@ public:
     /// Buckets started so far (their all-reduce issued, or queued behind the pieces in flight).
     [[nodiscard]] std::size_t started() const noexcept { return plan_.started(); }
 
+    /// Begins the next step on the same buckets, without agreeing again: the arena's layout and the
+    /// call's arguments were agreed at construction, and a sealed arena keeps its layout. So a
+    /// training loop agrees once (DDP's reducer does the same) and each step sends nothing but its
+    /// buckets. Every rank must restart its handle for the same step, as every rank must make the
+    /// same collective calls. \throws StateError unless the last step was waited for, or when a blob
+    /// of the arena was replaced or reshaped since (checked on this rank, before anything is sent).
+    void restart() {
+        if (!waited_) {
+            throw StateError(std::string(op) + "::restart: the last step was not waited for (call wait() first)");
+        }
+        arena_->check("mpi::iallreduce_diff::restart");
+        plan_.reset();
+        for (auto& s : staged_) {
+            s.clear();
+        }
+        if (ring_) {
+            ring_->clear();
+        }
+        stats_ = CommStats{};
+        stats_.bytes = arena_->bytes();
+        waited_ = false;
+    }
+
     /// Blob `i`'s diff is complete: starts, in bucket order, every bucket all of whose blobs are.
     /// \throws IndexError when `i` is out of range; StateError after wait(); CommError.
     void ready(std::size_t i) {
@@ -129,6 +154,7 @@ public:
     /// `Options::timeout` passes (from this call) before every bucket is done: the buckets are then
     /// given up (see mpi::Options::timeout), and the diffs are unspecified.
     CommStats wait() {
+        const audit::Operation audited("mpi::BucketedAllreduce::wait", audit::Waits{audit::Wait::collective});
         start_all();
         const detail::Deadline deadline(options_.timeout);
         detail::ErrorsReturn errors(comm_, op);

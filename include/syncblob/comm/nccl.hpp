@@ -37,6 +37,8 @@
 #include "../arena.hpp"
 #include "../core/error.hpp"
 #include "../core/half.hpp"
+#include "../core/sync_audit.hpp"
+#include "../cuda/async_pool.hpp"
 #include "../cuda/device.hpp"
 #include "detail/arena_descriptor.hpp"
 #include "detail/bucket_plan.hpp"
@@ -54,9 +56,11 @@ concept NcclElement =
     std::same_as<T, std::int8_t> || std::same_as<T, std::uint8_t> || std::same_as<T, std::int32_t> ||
     std::same_as<T, std::uint32_t> || std::same_as<T, std::int64_t> || std::same_as<T, std::uint64_t>;
 
-/// An arena NCCL can reach: its device backend is CUDA's.
+/// An arena NCCL can reach: its device memory is CUDA's (`cuda::Allocator`, or the stream-ordered
+/// pool of `cuda::AsyncAllocator`).
 template <class A>
-concept NcclAllocator = SyncedAllocator<A> && std::same_as<typename A::device_backend, cuda::Device>;
+concept NcclAllocator = SyncedAllocator<A> &&(std::same_as<typename A::device_backend, cuda::Device> ||
+                                              std::same_as<typename A::device_backend, cuda::AsyncPool>);
 
 /// Choices for a call.
 struct Options {
@@ -122,8 +126,9 @@ inline void keep_forever(void* block) {
 inline void finish(cudaStream_t stream, ncclComm_t comm, std::optional<std::chrono::milliseconds> timeout,
                    std::string_view op, std::string_view what) {
     auto done = cuda::Device::record(stream);
+    audit::note(audit::Wait::collective);  // the event's wait below is this one wait, not another
     if (!timeout) {
-        cuda::Device::wait(done);
+        SYNCBLOB_CUDA_CHECK(cudaEventSynchronize(done.get()), std::string(op) + ": " + std::string(what));
         return;
     }
     const auto deadline = std::chrono::steady_clock::now() + *timeout;
@@ -165,6 +170,7 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
            std::uint64_t bucket, std::optional<std::chrono::milliseconds> timeout,
            const std::exception_ptr& local_failure = nullptr) {
     using Descriptor = syncblob::detail::ArenaDescriptor;
+    const audit::Operation audited("nccl agreement");  // waits no caller asks for
     std::string problem;
     Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
     mine.failed = local_failure ? 1 : 0;
@@ -302,6 +308,22 @@ public:
     [[nodiscard]] const std::vector<Bucket>& buckets() const noexcept { return plan_.buckets(); }
     [[nodiscard]] std::size_t started() const noexcept { return plan_.started(); }
 
+    /// Begins the next step on the same buckets, without agreeing again (see
+    /// `mpi::BucketedAllreduce::restart`): every bucket of the last step must have been queued
+    /// (`wait()` or `start_all()` does that). \throws StateError when a bucket of the last step was
+    /// not queued, or when a blob of the arena was replaced or reshaped since.
+    void restart() {
+        if (plan_.started() != plan_.buckets().size()) {
+            throw StateError(std::string(op) +
+                             "::restart: " + std::to_string(plan_.buckets().size() - plan_.started()) +
+                             " buckets of the last step were not queued (call wait() or start_all() first)");
+        }
+        arena_->check("nccl::iallreduce_diff::restart");
+        plan_.reset();
+        stats_.calls = 0;
+        stats_.staged_blobs = 0;
+    }
+
     /// Blob `i`'s diff is complete (its kernels are queued on the arena's stream).
     void ready(std::size_t i) {
         plan_.ready(i, "nccl::iallreduce_diff::ready");
@@ -316,6 +338,7 @@ public:
     /// \throws CommError for an asynchronous NCCL error; DeviceError; TimeoutError when
     /// `Options::timeout` passes (from this call) first.
     CommStats wait() {
+        const audit::Operation audited("nccl::BucketedAllreduce::wait", audit::Waits{audit::Wait::collective});
         start_all();
         detail::finish(arena_->stream(), comm_, options_.timeout, op, "the buckets' ncclAllReduce");
         ncclResult_t async = ncclSuccess;

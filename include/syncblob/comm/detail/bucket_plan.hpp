@@ -5,6 +5,7 @@
 /// The bookkeeping of a bucketed all-reduce, whatever the engine: which blobs are ready, and which
 /// buckets may start (in bucket order, each once all its blobs are ready).
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -49,6 +50,15 @@ public:
         for (std::size_t i = 0; i < ready_.size(); ++i) {
             ready(i, {});
         }
+    }
+
+    /// No blob ready, no bucket started: the plan of the next step.
+    void reset() {
+        for (std::size_t b = 0; b < buckets_.size(); ++b) {
+            missing_[b] = buckets_[b].end - buckets_[b].first;
+        }
+        std::fill(ready_.begin(), ready_.end(), false);
+        started_ = 0;
     }
 
     /// Calls `start(bucket_index)` for each bucket, in order, that may start now.

@@ -50,6 +50,7 @@ template <Element T, SyncedAllocator A>
 bool agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
            const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
     using Descriptor = syncblob::detail::ArenaDescriptor;
+    const audit::Operation audited("mpi agreement");  // a wait no caller asks for
     (void)Graveyard::reap();
     require_in_step(comm, op);
     std::string problem;

@@ -106,6 +106,16 @@ public:
     /// Every queued piece is reduced.
     [[nodiscard]] bool done() const noexcept { return finished_ == pieces_.size(); }
 
+    /// Forgets the pieces reduced, for the next step's (only when done(): every rank's ring is then
+    /// at the same point, so the pieces' numbers, and their tags, start over together).
+    void clear() noexcept {
+        if (done()) {
+            pieces_.clear();
+            next_ = 0;
+            finished_ = 0;
+        }
+    }
+
     /// Lets the messages progress without blocking; true when every queued piece is reduced.
     bool test() {
         progress(false);
@@ -117,6 +127,9 @@ public:
     /// up (give_up: `user_comm` is marked, TimeoutError names `what`).
     template <class Keep>
     void wait(MPI_Comm user_comm, const Deadline& deadline, std::string_view what, Keep keep) {
+        if (!done()) {
+            audit::note(audit::Wait::collective);
+        }
         while (!done()) {
             if (progress(!deadline.bounded())) {
                 continue;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../../core/error.hpp"
+#include "../../core/sync_audit.hpp"
 #include "../error.hpp"
 #include "mpi_call.hpp"
 
@@ -149,7 +150,11 @@ inline void require_in_step(MPI_Comm comm, std::string_view op) {
 template <class Keep>
 void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline& deadline, std::string_view op,
               const char* call, std::string_view what, Keep keep) {
+    if (requests.empty()) {
+        return;
+    }
     const int n = static_cast<int>(requests.size());
+    audit::note(audit::Wait::collective);
     if (!deadline.bounded()) {
         check(MPI_Waitall(n, requests.data(), MPI_STATUSES_IGNORE), op, "MPI_Waitall");
         requests.clear();
@@ -193,6 +198,7 @@ template <class Blocking, class Start, class Keep>
 void collective(const Deadline& deadline, MPI_Comm comm, std::string_view op, const char* blocking_call,
                 const char* call, std::string_view what, Blocking blocking, Start start, Keep keep) {
     if (!deadline.bounded()) {
+        audit::note(audit::Wait::collective);
         check(blocking(), op, blocking_call);
         return;
     }
