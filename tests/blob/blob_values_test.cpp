@@ -73,11 +73,28 @@ TEMPLATE_LIST_TEST_CASE("Blob operator<< prints the shape and the values of smal
     }
     BLOB_EQ(printed(B{}), "Blob<" + name + ">((0))");
     B big{65};
-    BLOB_EQ(printed(big), "Blob<" + name + ">(65 (65))");  // too big: shape only
+    write_pattern(big.mutable_host_data(), 0);
+    const auto edge = [&](std::size_t i) {  // element i as printed alone
+        std::ostringstream one;
+        syncblob::detail::print_value(one, big.host_data()[i]);
+        return one.str();
+    };
+    // too big: the first and last three, as NumPy prints a large array
+    BLOB_EQ(printed(big), "Blob<" + name + ">(65 (65)) [" + edge(0) + ", " + edge(1) + ", " + edge(2) + ", ..., " +
+                              edge(62) + ", " + edge(63) + ", " + edge(64) + "]");
     big.reshape({64});
     const auto text64 = printed(big);
-    BLOB_TRUE(text64.starts_with("Blob<" + name + ">(64 (64)) ["));  // small enough: values follow
-    BLOB_TRUE(text64.back() == ']');
+    BLOB_TRUE(text64.starts_with("Blob<" + name + ">(64 (64)) [" + edge(0) + ", "));  // small enough: every value
+    BLOB_TRUE(text64.find("...") == std::string::npos);
+    BLOB_TRUE(text64.ends_with(", " + edge(63) + "]"));
+    // Data never touched prints as the zeros it reads as, and printing allocates nothing for it.
+    const B untouched{1000};
+    std::ostringstream zero;
+    syncblob::detail::print_value(zero, T{});
+    const std::string z = zero.str();
+    BLOB_EQ(printed(untouched),
+            "Blob<" + name + ">(1000 (1000)) [" + z + ", " + z + ", " + z + ", ..., " + z + ", " + z + ", " + z + "]");
+    BLOB_TRUE(no_activity(untouched.data_stats()));
     verify(checks);
 }
 

@@ -2,16 +2,18 @@
 #pragma once
 
 /// \file
-/// Printing a blob: its element type and shape, then the values of small blobs.
+/// Printing a blob: its element type and shape, then its values (a large blob's first and last few).
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <span>
 
 #include "../core/detail/convert.hpp"
 #include "../core/element.hpp"
 #include "../fwd.hpp"
+#include "../memory/head.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -58,11 +60,17 @@ void print_device_state(std::ostream& os, const B& b) {
 
 }  // namespace detail
 
-/// Prints "Blob<F32>(2 3 (6))", then the data values of blobs of at most 64 elements:
-/// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]" (8-bit integers as numbers, bool as true/false,
-/// half, bfloat16 and the 8-bit floats as float). A blob with a device backend also shows its device, stream and
-/// pending asynchronous copies: "Blob<F32>(2 3 (6), device 0, stream 3, async copy pending)".
-/// Printing values synchronises the data to the host.
+/// Blobs of at most this many elements print every value; larger ones print `print_edge_items`
+/// values at each end with "..." between, as NumPy and PyTorch summarise large arrays.
+inline constexpr std::size_t print_all_up_to = 64;
+inline constexpr std::size_t print_edge_items = 3;
+
+/// Prints "Blob<F32>(2 3 (6))", then the data values: all of them up to 64 elements,
+/// "Blob<F32>(2 3 (6)) [0, 1, 2, 3, 4, 5]", and the first and last three of a larger blob,
+/// "Blob<F32>(1000 (1000)) [0, 1, 2, ..., 997, 998, 999]" (8-bit integers as numbers, bool as
+/// true/false, half, bfloat16 and the 8-bit floats as float). A blob with a device backend also
+/// shows its device, stream and pending asynchronous copies: "Blob<F32>(2 3 (6), device 0, stream 3,
+/// async copy pending)". Printing values synchronises the data to the host.
 template <Element T, SyncedAllocator A>
 std::ostream& operator<<(std::ostream& os, const Blob<T, A>& b) {
     os << "Blob<" << element_name<T>() << ">(" << b.shape_string();
@@ -70,12 +78,20 @@ std::ostream& operator<<(std::ostream& os, const Blob<T, A>& b) {
         detail::print_device_state(os, b);
     }
     os << ')';
-    if (b.count() > 0 && b.count() <= 64) {
+    if (b.count() > 0) {
         os << " [";
-        const auto values = b.host_data();
-        for (std::size_t i = 0; i < values.size(); ++i) {
+        // Data never touched reads as zeros: printed as such, nothing allocated for it.
+        const bool untouched = b.data_head() == Head::uninitialized;
+        const std::span<const T> values = untouched ? std::span<const T>{} : b.host_data();
+        const auto n = static_cast<std::size_t>(b.count());
+        const bool all = n <= print_all_up_to;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!all && i == print_edge_items) {
+                os << ", ...";
+                i = n - print_edge_items;
+            }
             os << (i == 0 ? "" : ", ");
-            detail::print_value(os, values[i]);
+            detail::print_value(os, untouched ? T{} : values[i]);
         }
         os << ']';
     }
