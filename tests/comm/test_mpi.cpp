@@ -437,12 +437,17 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
         add_model(arena);
         arena.seal();
         fill_diffs_on_host(arena);
-        expect_refused(arena, "disagree on the call's arguments", [&] {
-            mpi::allreduce_diff(arena, MPI_COMM_WORLD, rank() == odd_rank ? Reduce::mean : Reduce::sum);
-        });
-        expect_refused(arena, "disagree on the call's arguments", [&] {
-            (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, rank() == odd_rank ? 512u : 1024u);
-        });
+        expect_refused(
+            arena,
+            "disagree on the call's arguments: rank 0 passes Reduce::sum, pieces of 4194304 bytes, rank " +
+                std::to_string(odd_rank) + " passes Reduce::mean, pieces of 4194304 bytes",
+            [&] { mpi::allreduce_diff(arena, MPI_COMM_WORLD, rank() == odd_rank ? Reduce::mean : Reduce::sum); });
+        expect_refused(
+            arena,
+            "rank 0 passes Reduce::sum, first bucket 1024 bytes, buckets of 1024 bytes, pieces of 4194304 "
+            "bytes, rank " +
+                std::to_string(odd_rank) + " passes Reduce::sum, first bucket 512 bytes, buckets of 512 bytes",
+            [&] { (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, rank() == odd_rank ? 512u : 1024u); });
         expect_refused(arena, "disagree on the call's arguments", [&] {
             mpi::Options options;
             options.piece_bytes = rank() == odd_rank ? 512 : 1024;

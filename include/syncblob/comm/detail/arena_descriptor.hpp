@@ -120,6 +120,28 @@ inline std::string describe_text(const ArenaDescriptor& d) {
            (d.intact != 0 ? "" : " (not usable: unsealed, or changed after seal)");
 }
 
+/// A call's arguments as a message names them: "Reduce::mean, first bucket 1024 bytes, buckets of
+/// 512 bytes, pieces of 4194304 bytes" (the enumerators by name; a root as "root 2").
+inline std::string arguments_text(const ArenaDescriptor& d) {
+    const auto what = static_cast<CommOperation>(d.operation);
+    std::string out;
+    if (what == CommOperation::broadcast) {
+        out = "root " + std::to_string(static_cast<std::int64_t>(d.argument));
+    } else {
+        out = d.argument == 0   ? "Reduce::sum"
+              : d.argument == 1 ? "Reduce::mean"
+                                : "reduction " + std::to_string(d.argument) + " (no Reduce)";
+    }
+    if (what == CommOperation::bucketed_allreduce) {
+        out += ", first bucket " + std::to_string(d.first_bucket) + " bytes, buckets of " + std::to_string(d.bucket) +
+               " bytes";
+    }
+    if (d.piece != 0) {  // MPI's pieces (NCCL has none)
+        out += ", pieces of " + std::to_string(d.piece) + " bytes";
+    }
+    return out;
+}
+
 /// Every rank computes the same verdict from the same gathered descriptors: empty when they agree,
 /// else a message naming the first rank that differs from rank 0 and how. `rank` and `problem`
 /// add this rank's own local reason, when it has one.
@@ -147,14 +169,8 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
                    " (with a timeout the collectives are MPI's non-blocking ones, which never match blocking ones)";
         } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket ||
                    d.piece != r0.piece) {
-            const auto arguments = [](const ArenaDescriptor& x) {
-                return std::to_string(x.argument) + " / " + std::to_string(x.first_bucket) + " / " +
-                       std::to_string(x.bucket) + " / " + std::to_string(x.piece);
-            };
-            what =
-                "the ranks disagree on the call's arguments (reduction or root / first bucket / bucket / piece "
-                "bytes): rank 0 passes " +
-                arguments(r0) + ", " + who + " passes " + arguments(d);
+            what = "the ranks disagree on the call's arguments: rank 0 passes " + arguments_text(r0) + ", " + who +
+                   " passes " + arguments_text(d);
         }
     }
     if (what.empty()) {
