@@ -23,8 +23,9 @@ _COMPONENTS = {
     "mpi": ("SYNCBLOB_ENABLE_MPI", None),
     "nccl": ("SYNCBLOB_ENABLE_NCCL", None),
 }
-# Conan's CMake targets of the requirements above.
-_REQUIRED_TARGETS = {"eigen": "eigen::eigen", "json": "nlohmann_json::nlohmann_json"}
+# The requirements' components as their Conan Center recipes declare them: Eigen's recipe has one
+# component, "eigen3" (its CMake target Eigen3::Eigen); nlohmann_json's has none (the package itself).
+_REQUIRED_TARGETS = {"eigen": "eigen::eigen3", "json": "nlohmann_json::nlohmann_json"}
 
 
 class SyncblobConan(ConanFile):
