@@ -18,23 +18,18 @@
 
 #include <benchmark/benchmark.h>
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <syncblob/checkpoint.hpp>
 #include <syncblob/io/safetensors.hpp>
+
+#include "checkpoint_bench_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
@@ -67,151 +62,19 @@ fs::path bench_dir() {
     return dir;
 }
 
-// The tensors of the checkpoint, in the order they are added.
-std::vector<std::pair<std::string, Shape>> layout() {
-    const auto [d, layers, shard] = size();
-    std::vector<std::pair<std::string, Shape>> t{{"embed", Shape{8192, d}}};
-    for (int l = 0; l < layers; ++l) {
-        const std::string p = "layer" + std::to_string(l) + ".";
-        for (const auto& [name, shape] :
-             std::vector<std::pair<std::string, Shape>>{{"ln1.weight", Shape{d}},
-                                                        {"ln1.bias", Shape{d}},
-                                                        {"attn.qkv.weight", Shape{3 * d, d}},
-                                                        {"attn.qkv.bias", Shape{3 * d}},
-                                                        {"attn.out.weight", Shape{d, d}},
-                                                        {"attn.out.bias", Shape{d}},
-                                                        {"ln2.weight", Shape{d}},
-                                                        {"ln2.bias", Shape{d}},
-                                                        {"mlp.up.weight", Shape{4 * d, d}},
-                                                        {"mlp.up.bias", Shape{4 * d}},
-                                                        {"mlp.down.weight", Shape{d, 4 * d}},
-                                                        {"mlp.down.bias", Shape{d}}}) {
-            t.emplace_back(p + name, shape);
-        }
-    }
-    t.emplace_back("final_norm", Shape{d});
-    return t;
-}
-
 // The checkpoint, written once, then read once so that the page cache holds it.
 const io::Checkpoint& stored_checkpoint() {
     static const io::Checkpoint ckpt = [] {
-        {
-            std::vector<Blob<float>> blobs;
-            io::CheckpointWriter w;
-            const auto tensors = layout();
-            blobs.reserve(tensors.size());
-            for (const auto& [name, shape] : tensors) {
-                auto& b = blobs.emplace_back(shape);
-                auto v = b.mutable_host_data();
-                for (std::size_t i = 0; i < v.size(); ++i) {
-                    v[i] = static_cast<float>((i + blobs.size()) % 1000) * 0.25f;
-                }
-                w.add(name, b);
-            }
-            io::CheckpointSaveOptions options;
-            options.max_shard_bytes = size().max_shard;
-            (void)w.save(bench_dir(), options);
-        }
-        auto c = io::Checkpoint::open(bench_dir());
-        std::vector<char> sink(std::size_t{8} << 20);
-        for (const auto& s : c.shards()) {
-            const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
-            while (fd >= 0 && ::read(fd, sink.data(), sink.size()) > 0) {
-            }
-            ::close(fd);
-        }
-        return c;
+        const auto [d, layers, shard] = size();
+        return syncblob_bench::write_checkpoint<float>(bench_dir(), syncblob_bench::transformer_layout(d, layers),
+                                                       shard);
     }();
     return ckpt;
 }
 
-// Byte range [begin, end) of each shard's data section.
-struct Section {
-    std::string path;
-    std::uint64_t begin = ~std::uint64_t{0};
-    std::uint64_t end = 0;
-};
-
-std::vector<Section> sections(const io::Checkpoint& c) {
-    std::vector<Section> out(c.shards().size());
-    for (std::size_t s = 0; s < out.size(); ++s) {
-        out[s].path = c.shards()[s].path.string();
-    }
-    for (const auto& t : c.tensors()) {
-        out[t.shard].begin = std::min(out[t.shard].begin, t.offset);
-        out[t.shard].end = std::max(out[t.shard].end, t.offset + t.bytes);
-    }
-    return out;
-}
-
-// The limit: every shard's data section read with pread into touched memory, in pieces of
-// `chunk` bytes claimed in order by `threads` threads (syncblob's pool, as the loader's readers).
-class ParallelPread {
-public:
-    ParallelPread(const io::Checkpoint& c, std::size_t chunk) {
-        std::uint64_t at = 0;
-        for (const auto& s : sections(c)) {
-            const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
-            fds_.push_back(fd);
-            for (std::uint64_t o = s.begin; o < s.end; o += chunk) {
-                const std::uint64_t n = std::min<std::uint64_t>(chunk, s.end - o);
-                pieces_.push_back({fd, o, at, static_cast<std::size_t>(n)});
-                at += n;
-            }
-        }
-        buffer_.reset(new char[at]);
-        std::memset(buffer_.get(), 1, at);  // touched: no page faults in the timed reads
-        bytes_ = at;
-    }
-    ParallelPread(const ParallelPread&) = delete;
-    ParallelPread& operator=(const ParallelPread&) = delete;
-    ~ParallelPread() {
-        for (const int fd : fds_) {
-            ::close(fd);
-        }
-    }
-
-    // Reads into its own buffer, or into `into` (at least bytes() of touched memory).
-    bool operator()(unsigned threads, char* into = nullptr) {
-        char* base = into != nullptr ? into : buffer_.get();
-        std::atomic<std::size_t> next{0};
-        std::atomic<bool> ok{true};
-        parallel::run(threads, [&](unsigned) {
-            for (std::size_t i; (i = next.fetch_add(1)) < pieces_.size();) {
-                const Piece& p = pieces_[i];
-                if (::pread(p.fd, base + p.at, p.bytes, static_cast<off_t>(p.offset)) !=
-                    static_cast<ssize_t>(p.bytes)) {
-                    ok = false;
-                }
-            }
-        });
-        benchmark::DoNotOptimize(base);
-        return ok;
-    }
-    [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
-
-private:
-    struct Piece {
-        int fd;
-        std::uint64_t offset;
-        std::uint64_t at;
-        std::size_t bytes;
-    };
-    std::vector<int> fds_;
-    std::vector<Piece> pieces_;
-    std::unique_ptr<char[]> buffer_;
-    std::uint64_t bytes_ = 0;
-};
-
-using Clock = std::chrono::steady_clock;
-
-template <class F>
-double timed(const F& f) {
-    const auto start = Clock::now();
-    f();
-    return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using syncblob_bench::median;
+using syncblob_bench::ParallelPread;
+using syncblob_bench::timed;
 
 // A load timed against the parallel pread in rotating order (load, pread into the limit's own
 // buffer, and with `same_memory`, pread into that memory: the load's own destination; then the
@@ -243,10 +106,6 @@ void paired_with_pread(benchmark::State& state, const Load& load, char* same_mem
         to_pread.push_back(t[1] / t[0]);
         to_same.push_back(t[2] / t[0]);
     }
-    const auto median = [](std::vector<double>& v) {
-        std::sort(v.begin(), v.end());
-        return v.empty() ? 0.0 : v[v.size() / 2];
-    };
     state.counters["ratio_to_pread"] = median(to_pread);
     if (same_memory != nullptr) {
         state.counters["ratio_to_pread_same_memory"] = median(to_same);

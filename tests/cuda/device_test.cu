@@ -105,6 +105,23 @@ double relative_bound(std::int64_t n) {
     return (static_cast<double>(n) + 1) * unit_roundoff<T>();
 }
 
+/// The custom kernels (every floating type; half and bfloat16's only path) sum in the order the
+/// host replays: the same bits, not merely close.
+template <class T>
+void check_custom_reductions(const DeviceArray<T>& x, const DeviceArray<T>& y, const std::vector<T>& hx,
+                             const std::vector<T>& hy) {
+    const auto n = static_cast<std::int64_t>(hx.size());
+    CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) ==
+          sd::emulate_reduce(sd::reduce_at(sm::Asum{}, hx.data()), n));
+    CHECK(syncblob::cuda::kernels::sumsq(x.get(), n, nullptr) ==
+          sd::emulate_reduce(sd::reduce_at(sm::Sumsq{}, hx.data()), n));
+    CHECK(syncblob::cuda::kernels::dot(x.get(), y.get(), n, nullptr) ==
+          sd::emulate_reduce(sd::reduce_at(sm::Dot{}, hx.data(), hy.data()), n));
+    // a reduction is deterministic: the same call gives the same bits
+    const auto first = syncblob::cuda::kernels::asum(x.get(), n, nullptr);
+    CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == first);
+}
+
 template <class T>
 void check_reductions(std::int64_t n) {
     using Kernels = syncblob::DeviceKernels<Device>;
@@ -126,14 +143,7 @@ void check_reductions(std::int64_t n) {
     CHECK(std::fabs(Kernels::reduce(sm::Asum{}, n, nullptr, x.get()) - host_abs) <= b * host_abs);
     CHECK(std::fabs(Kernels::reduce(sm::Sumsq{}, n, nullptr, x.get()) - host_sq) <= b * host_sq);
     CHECK(std::fabs(Kernels::reduce(sm::Dot{}, n, nullptr, x.get(), y.get()) - host_dot) <= b * abs_dot);
-    // the custom kernels (every floating type; half and bfloat16's only path) sum in the order the
-    // host replays: the same bits, not merely close
-    CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == host_abs);
-    CHECK(syncblob::cuda::kernels::sumsq(x.get(), n, nullptr) == host_sq);
-    CHECK(syncblob::cuda::kernels::dot(x.get(), y.get(), n, nullptr) == host_dot);
-    // a reduction is deterministic: the same call gives the same bits
-    const auto first = syncblob::cuda::kernels::asum(x.get(), n, nullptr);
-    CHECK(syncblob::cuda::kernels::asum(x.get(), n, nullptr) == first);
+    check_custom_reductions(x, y, hx, hy);
 }
 
 template <class T>
@@ -213,6 +223,19 @@ TEMPLATE_LIST_TEST_CASE("device reductions match the host on both paths", "[cuda
     const std::int64_t n = GENERATE(as<std::int64_t>{}, 0, 1, 7, 1001, 300000);
     CAPTURE(n);
     check_reductions<TestType>(n);
+}
+
+// Small sizes, one block and a few, of the custom reductions alone (their block tree is the only
+// shared memory syncblob's kernels use): what scripts/gpu-check runs under compute-sanitizer's racecheck.
+TEMPLATE_LIST_TEST_CASE("the custom reductions on one block and on a few", "[cuda][kernels][math][sanitize]",
+                        FloatingTypes) {
+    using T = TestType;
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 1, 255, 256, 257, 5000);
+    CAPTURE(n);
+    const auto hx = test_values<T>(n, 9);
+    const auto hy = test_values<T>(n, 10);
+    check_custom_reductions(DeviceArray<T>(hx), DeviceArray<T>(hy), hx, hy);
 }
 
 TEST_CASE("device reductions reuse their scratch from call to call", "[cuda][kernels][math]") {
@@ -425,21 +448,65 @@ TEST_CASE("element-wise kernels reach every element past the first grid (the gri
           sd::emulate_reduce(sd::reduce_at(sm::Asum{}, got.data()), n));
 }
 
-TEST_CASE("kernels index past 2^31 elements with 64-bit indices", "[cuda][kernels]") {
+// Exact results past 2^31 elements, where an index or a count held in 32 bits would wrap: the
+// custom kernels on ones (every partial sum is an integer float holds exactly), cuBLAS's 64-bit entry
+// points on zeros but for a few elements on both sides of 2^31 (exact in any order of summation).
+TEST_CASE("kernels index past 2^31 elements with 64-bit indices", "[cuda][kernels][large]") {
     SYNCBLOB_REQUIRE_DEVICE(Device);
-    const std::int64_t n = (std::int64_t{1} << 31) + 512;  // 4 GiB of half
-    if (!device_memory_for(static_cast<std::size_t>(n) * sizeof(syncblob::half))) {
+    const std::int64_t n = (std::int64_t{1} << 31) + 512;  // 4 GiB of half an array
+    if (!device_memory_for(2 * static_cast<std::size_t>(n) * sizeof(syncblob::half))) {
         return;
     }
     DeviceArray<syncblob::half> a(static_cast<std::size_t>(n));
+    DeviceArray<syncblob::half> b(static_cast<std::size_t>(n));
     syncblob::cuda::fill(a.get(), syncblob::half(1.0f), n, nullptr);
-    // every partial sum of ones is an integer float holds exactly, so the sum is exactly n
+    syncblob::cuda::fill(b.get(), syncblob::half(1.0f), n, nullptr);
     CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == static_cast<float>(n));
-    syncblob::cuda::kernels::scale(a.get(), 2.0f, n, nullptr);
-    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == 2.0f * static_cast<float>(n));
+    syncblob::cuda::kernels::scale(a.get(), 3.0f, n, nullptr);
+    CHECK(syncblob::cuda::kernels::asum(a.get(), n, nullptr) == 3.0f * static_cast<float>(n));
+    syncblob::cuda::kernels::sub(a.get(), b.get(), n, nullptr);  // 3 - 1
+    CHECK(syncblob::cuda::kernels::dot(a.get(), b.get(), n, nullptr) == 2.0f * static_cast<float>(n));
+    CHECK(syncblob::cuda::kernels::sumsq(a.get(), n, nullptr) == 4.0f * static_cast<float>(n));
     syncblob::half last{};
     Device::copy(&last, a.get() + (n - 1), sizeof(last), syncblob::CopyKind::device_to_host, nullptr);
     CHECK(static_cast<float>(last) == 2.0f);
+}
+
+TEST_CASE("cuBLAS's 64-bit calls reach the elements past 2^31", "[cuda][kernels][large]") {
+    using Kernels = syncblob::DeviceKernels<Device>;
+    SYNCBLOB_REQUIRE_DEVICE(Device);
+    const std::int64_t n = (std::int64_t{1} << 31) + 512;  // 8 GiB of float an array
+    if (!device_memory_for(2 * static_cast<std::size_t>(n) * sizeof(float))) {
+        return;
+    }
+    DeviceArray<float> x(static_cast<std::size_t>(n));
+    DeviceArray<float> y(static_cast<std::size_t>(n));
+    syncblob::cuda::fill(x.get(), 0.0f, n, nullptr);
+    syncblob::cuda::fill(y.get(), 0.0f, n, nullptr);
+    const std::int64_t two31 = std::int64_t{1} << 31;
+    const std::vector<std::int64_t> at{0, two31 - 1, two31, two31 + 100, n - 1};
+    const std::vector<float> xs{1, 2, 4, 8, 16};
+    const std::vector<float> ys{32, 64, 128, 256, 512};
+    for (std::size_t k = 0; k < at.size(); ++k) {
+        Device::copy(x.get() + at[k], &xs[k], sizeof(float), syncblob::CopyKind::host_to_device, nullptr);
+        Device::copy(y.get() + at[k], &ys[k], sizeof(float), syncblob::CopyKind::host_to_device, nullptr);
+    }
+    const auto element = [](const DeviceArray<float>& a, std::int64_t i) {
+        float v = 0;
+        Device::copy(&v, a.get() + i, sizeof(v), syncblob::CopyKind::device_to_host, nullptr);
+        return v;
+    };
+    CHECK(Kernels::reduce(sm::Asum{}, n, nullptr, x.get()) == 31.0f);
+    CHECK(Kernels::reduce(sm::Sumsq{}, n, nullptr, x.get()) == 341.0f);
+    CHECK(Kernels::reduce(sm::Dot{}, n, nullptr, x.get(), y.get()) == 10912.0f);
+    Kernels::transform(sm::Scale<float>{-2.0f}, n, nullptr, x.get());  // x = -2, -4, -8, -16, -32
+    Kernels::transform(sm::Sub{}, n, nullptr, y.get(), x.get());       // y = 34, 68, 136, 272, 544
+    for (std::size_t k = 0; k < at.size(); ++k) {
+        CAPTURE(at[k]);
+        CHECK(element(x, at[k]) == -2.0f * xs[k]);
+        CHECK(element(y, at[k]) == ys[k] + 2.0f * xs[k]);
+    }
+    CHECK(Kernels::reduce(sm::Asum{}, n, nullptr, y.get()) == 1054.0f);
 }
 
 TEST_CASE("borrowed host memory registered with the driver while a GPU blob uses it", "[cuda][register]") {
