@@ -5,11 +5,14 @@
 // threw, and how long after its start, to $SYNCBLOB_TWO_HOSTS_RUN/result.<rank>:
 //   rank R on HOST: TYPE after E ms (timeout T ms): MESSAGE
 // and the harness checks that TYPE is a typed error (TimeoutError or CommError) and E <= T + 1000.
-// Before the loop each rank writes started.<rank> ("rank R of N on HOST"), which tells the harness
+// Before the loop each rank writes started.<rank> ("rank R of N on HOST pid P"), which tells the harness
 // when to strike. The job cannot end normally across a dead link (MPI_Finalize needs every rank):
 // after writing its result a rank waits to be ended by the harness, as a job is by its scheduler.
 //
 //   two_host_faults [--op mean|sum|bucketed|broadcast] [--mib N] [--timeout-ms T] [--seconds S]
+//                   [--then wait|abort]
+// With `--then abort` a rank calls MPI_Abort after writing its result, as a job that cannot go on
+// would (to see what Open MPI does with it across a dead link), instead of waiting to be ended.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -34,6 +37,7 @@ struct Arguments {
     std::size_t mib = 64;
     long timeout_ms = 3000;
     long seconds = 60;  // the longest the loop runs without an error before it reports none
+    std::string then = "wait";
 };
 
 Arguments parse(int argc, char** argv) {
@@ -49,6 +53,8 @@ Arguments parse(int argc, char** argv) {
             a.timeout_ms = std::strtol(value, nullptr, 10);
         } else if (key == "--seconds") {
             a.seconds = std::strtol(value, nullptr, 10);
+        } else if (key == "--then") {
+            a.then = value;
         } else {
             std::cerr << "two_host_faults: unknown option " << key << '\n';
             std::exit(2);
@@ -112,10 +118,14 @@ int main(int argc, char** argv) {
         blob.fill(static_cast<float>(rank));
     }
     const sb::mpi::Options options{.timeout = std::chrono::milliseconds{args.timeout_ms}};
-    call(args.op, arena, options);  // connections made, syncblob's private communicator too
+    // Once without a timeout, as the ranks may start seconds apart: the connections are made, and
+    // syncblob's private communicator too.
+    MPI_Barrier(MPI_COMM_WORLD);
+    call(args.op, arena, {});
     MPI_Barrier(MPI_COMM_WORLD);
     publish(run, "started." + std::to_string(rank),
-            "rank " + std::to_string(rank) + " of " + std::to_string(size) + " on " + host);
+            "rank " + std::to_string(rank) + " of " + std::to_string(size) + " on " + host + " pid " +
+                std::to_string(::getpid()));
 
     std::string outcome;
     const auto loop_start = Clock::now();
@@ -143,6 +153,9 @@ int main(int argc, char** argv) {
     }
     publish(run, "result." + std::to_string(rank), outcome);
     std::cout << outcome << std::endl;
+    if (args.then == "abort") {
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
     // The job cannot finish across a dead link: wait to be ended (bounded, should the harness be gone).
     std::this_thread::sleep_for(std::chrono::seconds{120});
     std::_Exit(3);
