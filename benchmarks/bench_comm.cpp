@@ -8,7 +8,9 @@
 // wait(). The row `raw` is the control: a second plain buffer in place of the arena, so its ratio
 // is the baseline against itself, and how far it is from 1 is the noise of that run; the row `ring`
 // is syncblob's ring all-reduce (a mean, in pieces of 4 MiB) called directly on that second buffer,
-// without the arena and the checks of a call around it. Before each call every rank meets at a
+// without the arena and the checks of a call around it. The row `agreement` is a call on an arena of
+// one empty blob, which moves no data but agrees as every call does first: its `ratio` is the raw
+// all-reduce of S bytes over what the agreement alone costs. Before each call every rank meets at a
 // barrier, and the time of a call is the longest over the ranks.
 // Reported per row (medians over the iterations):
 //   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
@@ -103,7 +105,7 @@ void add_layers(sb::ParameterArena<float>& arena, std::size_t bytes) {
     arena.add({floats - used - 64});
 }
 
-enum class Variant { raw, ring, sum, mean, bucketed_sum, bucketed_mean };
+enum class Variant { raw, ring, sum, mean, bucketed_sum, bucketed_mean, agreement };
 
 void allreduce(benchmark::State& state, Variant variant) {
     const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
@@ -117,6 +119,9 @@ void allreduce(benchmark::State& state, Variant variant) {
     std::vector<double> raw_times;
     std::vector<double> arena_times;
     std::vector<double> pair_ratios;
+    sb::ParameterArena<float> empty;  // Variant::agreement: a call that moves no data, only agrees
+    empty.add({0});
+    empty.seal();
     const bool plain = variant == Variant::raw || variant == Variant::ring;
     std::vector<float> control(plain ? raw.size() : 0, 1.0f);
     const double measured = plain ? static_cast<double>(bytes) : static_cast<double>(arena.bytes());
@@ -151,6 +156,9 @@ void allreduce(benchmark::State& state, Variant variant) {
                 break;
             case Variant::bucketed_mean:
                 sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean, std::size_t{25} << 20).wait();
+                break;
+            case Variant::agreement:
+                sb::mpi::allreduce_diff(empty, MPI_COMM_WORLD, sb::Reduce::mean);
                 break;
         }
     };
@@ -331,7 +339,7 @@ void register_all() {
         for (const auto& [name, variant] :
              {std::pair{"raw", Variant::raw}, std::pair{"ring", Variant::ring}, std::pair{"sum", Variant::sum},
               std::pair{"mean", Variant::mean}, std::pair{"bucketed_sum", Variant::bucketed_sum},
-              std::pair{"bucketed_mean", Variant::bucketed_mean}}) {
+              std::pair{"bucketed_mean", Variant::bucketed_mean}, std::pair{"agreement", Variant::agreement}}) {
             benchmark::RegisterBenchmark((std::string("allreduce/") + name).c_str(), allreduce, variant)
                 ->Arg(mib)
                 ->Iterations(iterations)
