@@ -133,8 +133,12 @@ TEST_CASE("mpi::load_shared gives every rank a load on one rank, bit for bit, ea
     load.threads = GENERATE(1u, 0u);
     CheckpointArena<float> single(ckpt);
     const auto single_report = single.load(ckpt, load);
+    // [shared-load]
+    // On every rank: the same checkpoint, the same arena. Each rank reads its share of the bytes;
+    // an all-gather gives every rank the others'.
     CheckpointArena<float> shared(ckpt);
     const mpi::SharedLoadReport report = mpi::load_shared(shared, ckpt, MPI_COMM_WORLD, load);
+    // [shared-load]
     INFO("rank " << rank_in(MPI_COMM_WORLD) << ": read " << report.bytes_read << " of " << report.bytes_loaded
                  << " B, received " << report.bytes_received << " B in " << report.calls << " calls");
     CHECK(everywhere(same_bytes(shared, single)));
