@@ -8,7 +8,9 @@
 // wait(). The row `raw` is the control: a second plain buffer in place of the arena, so its ratio
 // is the baseline against itself, and how far it is from 1 is the noise of that run; the row `ring`
 // is syncblob's ring all-reduce (a mean, in pieces of 4 MiB) called directly on that second buffer,
-// without the arena and the checks of a call around it. Before each call every rank meets at a
+// without the arena and the checks of a call around it. The row `agreement` is a call on an arena of
+// one empty blob, which moves no data but agrees as every call does first: its `ratio` is the raw
+// all-reduce of S bytes over what the agreement alone costs. Before each call every rank meets at a
 // barrier, and the time of a call is the longest over the ranks.
 // Reported per row (medians over the iterations):
 //   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
@@ -18,6 +20,17 @@
 //                measured back to back, so a slow phase of the shared machine hits both)
 // and one row for a model of 100 small blobs reduced one MPI call per blob (the naive way) against
 // the arena's single call (`speedup` = naive time / arena time).
+//
+// Built with syncblob::json, the rows `shared_load/<MiB>` load a checkpoint of that size (16
+// tensors, shards of 64 MiB) into a CheckpointArena on every rank, in alternating pairs: every rank
+// reading all of it (`CheckpointArena::load`, the baseline) against `mpi::load_shared`. The first
+// rank of each host (MPI_COMM_TYPE_SHARED) writes a copy of the checkpoint of that host's own, in
+// $SYNCBLOB_BENCH_DIR or the temporary folder, and drops it from the page cache before every load
+// (posix_fadvise DONTNEED on its shards), so each host reads from the disk, as hosts read from
+// shared storage, and ranks on one host share its page cache as they would. Reported: `every_ms` and
+// `shared_ms` (medians), `pair_ratio` (the median of every / shared; above 1 the shared load is
+// faster), and the bytes each rank read in each (`every_read_MB`, `shared_read_MB`, on rank 0).
+//
 // Only rank 0 prints; `--benchmark_out` is honoured on rank 0 alone.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
@@ -31,6 +44,16 @@
 #include <vector>
 
 #include <syncblob/comm/mpi.hpp>
+#if SYNCBLOB_BENCH_SHARED_LOAD
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <syncblob/comm/mpi_checkpoint.hpp>
+#include <syncblob/io/checkpoint_writer.hpp>
+#endif
 
 namespace sb = syncblob;
 
@@ -82,7 +105,7 @@ void add_layers(sb::ParameterArena<float>& arena, std::size_t bytes) {
     arena.add({floats - used - 64});
 }
 
-enum class Variant { raw, ring, sum, mean, bucketed_sum, bucketed_mean };
+enum class Variant { raw, ring, sum, mean, bucketed_sum, bucketed_mean, agreement };
 
 void allreduce(benchmark::State& state, Variant variant) {
     const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
@@ -96,6 +119,9 @@ void allreduce(benchmark::State& state, Variant variant) {
     std::vector<double> raw_times;
     std::vector<double> arena_times;
     std::vector<double> pair_ratios;
+    sb::ParameterArena<float> empty;  // Variant::agreement: a call that moves no data, only agrees
+    empty.add({0});
+    empty.seal();
     const bool plain = variant == Variant::raw || variant == Variant::ring;
     std::vector<float> control(plain ? raw.size() : 0, 1.0f);
     const double measured = plain ? static_cast<double>(bytes) : static_cast<double>(arena.bytes());
@@ -130,6 +156,9 @@ void allreduce(benchmark::State& state, Variant variant) {
                 break;
             case Variant::bucketed_mean:
                 sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean, std::size_t{25} << 20).wait();
+                break;
+            case Variant::agreement:
+                sb::mpi::allreduce_diff(empty, MPI_COMM_WORLD, sb::Reduce::mean);
                 break;
         }
     };
@@ -192,6 +221,117 @@ void small_blobs(benchmark::State& state) {
     state.counters["ranks"] = ranks();
 }
 
+#if SYNCBLOB_BENCH_SHARED_LOAD
+// This host's copy of a checkpoint of `mib` MiB, written by its first rank, and removed with this.
+class HostCheckpoint {
+public:
+    explicit HostCheckpoint(std::size_t mib) {
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &host_);
+        MPI_Comm_rank(host_, &host_rank_);
+        long job = static_cast<long>(::getpid());
+        MPI_Bcast(&job, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        char name[256] = {};
+        gethostname(name, sizeof name - 1);
+        const char* base = std::getenv("SYNCBLOB_BENCH_DIR");
+        dir_ = std::filesystem::path(base != nullptr ? base : std::filesystem::temp_directory_path().string()) /
+               ("syncblob-bench-shared-load-" + std::to_string(job)) / name;
+        if (host_rank_ == 0) {
+            sb::io::CheckpointWriter writer;
+            constexpr int tensors = 16;
+            const auto floats = static_cast<std::int64_t>((mib << 20) / sizeof(float) / tensors);
+            for (int t = 0; t < tensors; ++t) {
+                sb::Blob<float> blob(sb::Shape{floats});
+                auto v = blob.mutable_host_data();
+                for (std::size_t i = 0; i < v.size(); ++i) {
+                    v[i] = static_cast<float>((i * 2654435761u + static_cast<std::size_t>(t)) % 1000003) * 1e-3F;
+                }
+                writer.add("layer" + std::to_string(t) + ".weight", blob);
+            }
+            sb::io::CheckpointSaveOptions options;
+            options.max_shard_bytes = std::uint64_t{64} << 20;
+            (void)writer.save(dir_, options);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        checkpoint_ = sb::io::Checkpoint::open(dir_);
+    }
+    ~HostCheckpoint() {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (host_rank_ == 0) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir_.parent_path(), ec);
+        }
+        MPI_Comm_free(&host_);
+    }
+    HostCheckpoint(const HostCheckpoint&) = delete;
+    HostCheckpoint& operator=(const HostCheckpoint&) = delete;
+
+    [[nodiscard]] const sb::io::Checkpoint& checkpoint() const noexcept { return checkpoint_; }
+    // The host's copy leaves the page cache: the next load reads it from the disk.
+    void drop_from_cache() const {
+        if (host_rank_ == 0) {
+            for (const auto& shard : checkpoint_.shards()) {
+                const int fd = ::open(shard.path.c_str(), O_RDONLY);
+                if (fd >= 0) {
+                    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+                    ::close(fd);
+                }
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+
+private:
+    MPI_Comm host_ = MPI_COMM_NULL;
+    int host_rank_ = 0;
+    std::filesystem::path dir_;
+    sb::io::Checkpoint checkpoint_;
+};
+
+void shared_load(benchmark::State& state) {
+    const HostCheckpoint host(static_cast<std::size_t>(state.range(0)));
+    const sb::io::Checkpoint& ckpt = host.checkpoint();
+    sb::checkpoint::CheckpointArena<float> every(ckpt);
+    sb::checkpoint::CheckpointArena<float> shared(ckpt);
+    std::vector<double> every_times;
+    std::vector<double> shared_times;
+    std::vector<double> pair_ratios;
+    std::uint64_t every_read = 0;
+    std::uint64_t shared_read = 0;
+    const auto every_call = [&] {
+        host.drop_from_cache();
+        return timed([&] { every_read = every.load(ckpt).bytes_read; });
+    };
+    const auto shared_call = [&] {
+        host.drop_from_cache();
+        return timed([&] { shared_read = sb::mpi::load_shared(shared, ckpt, MPI_COMM_WORLD).bytes_read; });
+    };
+    bool every_first = true;
+    for (auto _ : state) {
+        double e = 0;
+        double t = 0;
+        if (every_first) {
+            e = every_call();
+            t = shared_call();
+        } else {
+            t = shared_call();
+            e = every_call();
+        }
+        every_first = !every_first;
+        every_times.push_back(e);
+        shared_times.push_back(t);
+        pair_ratios.push_back(e / t);
+        state.SetIterationTime(t);
+    }
+    state.counters["every_ms"] = median(every_times) * 1e3;
+    state.counters["shared_ms"] = median(shared_times) * 1e3;
+    state.counters["ratio"] = median(every_times) / median(shared_times);
+    state.counters["pair_ratio"] = median(pair_ratios);
+    state.counters["every_read_MB"] = static_cast<double>(every_read) / 1e6;
+    state.counters["shared_read_MB"] = static_cast<double>(shared_read) / 1e6;
+    state.counters["ranks"] = ranks();
+}
+#endif
+
 // Fixed iteration counts: every rank must run the same collectives, so nothing may adapt to timing.
 void register_all() {
     for (const int mib : {1, 4, 16, 64, 256}) {
@@ -199,7 +339,7 @@ void register_all() {
         for (const auto& [name, variant] :
              {std::pair{"raw", Variant::raw}, std::pair{"ring", Variant::ring}, std::pair{"sum", Variant::sum},
               std::pair{"mean", Variant::mean}, std::pair{"bucketed_sum", Variant::bucketed_sum},
-              std::pair{"bucketed_mean", Variant::bucketed_mean}}) {
+              std::pair{"bucketed_mean", Variant::bucketed_mean}, std::pair{"agreement", Variant::agreement}}) {
             benchmark::RegisterBenchmark((std::string("allreduce/") + name).c_str(), allreduce, variant)
                 ->Arg(mib)
                 ->Iterations(iterations)
@@ -211,6 +351,15 @@ void register_all() {
         ->Iterations(40)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
+#if SYNCBLOB_BENCH_SHARED_LOAD
+    for (const int mib : {64, 256}) {
+        benchmark::RegisterBenchmark("shared_load", shared_load)
+            ->Arg(mib)
+            ->Iterations(mib <= 64 ? 10 : 5)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+#endif
 }
 
 class Silent : public benchmark::BenchmarkReporter {

@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #pragma once
 
-// What the MPI tests share: this process's rank in a communicator, its size, and a communicator of
-// the test's own.
+// What the MPI tests share: this process's rank in a communicator, its size, a communicator of the
+// test's own, what a call threw, and whether every rank agrees.
 
 #include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include <syncblob/comm/error.hpp>
+#include <syncblob/core/error.hpp>
 
 inline int rank_in(MPI_Comm comm) {
     int r = 0;
@@ -27,3 +33,31 @@ struct OwnComm {
     OwnComm(const OwnComm&) = delete;
     OwnComm& operator=(const OwnComm&) = delete;
 };
+
+// "<type>: <message>" of what `call` threw ("" when nothing), for the types the MPI tests expect.
+inline std::string outcome(const std::function<void()>& call) {
+    try {
+        call();
+    } catch (const syncblob::TimeoutError& e) {
+        return std::string("TimeoutError: ") + e.what();
+    } catch (const syncblob::IndexError& e) {
+        return std::string("IndexError: ") + e.what();
+    } catch (const syncblob::ShapeError& e) {
+        return std::string("ShapeError: ") + e.what();
+    } catch (const syncblob::StateError& e) {
+        return std::string("StateError: ") + e.what();
+    } catch (const syncblob::OptionError& e) {
+        return std::string("OptionError: ") + e.what();
+    } catch (const syncblob::FormatError& e) {
+        return std::string("FormatError: ") + e.what();
+    }
+    return {};
+}
+
+// True on every rank when `ok` is true on every rank of MPI_COMM_WORLD.
+inline bool everywhere(bool ok) {
+    int mine = ok ? 1 : 0;
+    int all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+}

@@ -15,6 +15,7 @@
 #include <syncblob/memory/simulated_device.hpp>
 
 #include "device_guard.hpp"
+#include "mpi_test_support.hpp"
 
 using syncblob::CommStats;
 using syncblob::Head;
@@ -98,14 +99,6 @@ bool matches_reference(const Span& values, std::size_t b, Reduce reduce) {
         }
     }
     return true;
-}
-
-// Every rank sees the same outcome (for assertions that would otherwise differ between ranks).
-bool everywhere(bool ok) {
-    int mine = ok ? 1 : 0;
-    int all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return all == 1;
 }
 
 }  // namespace

@@ -22,24 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// "<type>: <message>" of what `call` threw ("" when nothing), the types these tests expect.
-std::string outcome(const std::function<void()>& call) {
-    try {
-        call();
-    } catch (const syncblob::TimeoutError& e) {
-        return std::string("TimeoutError: ") + e.what();
-    } catch (const syncblob::IndexError& e) {
-        return std::string("IndexError: ") + e.what();
-    } catch (const syncblob::ShapeError& e) {
-        return std::string("ShapeError: ") + e.what();
-    } catch (const syncblob::StateError& e) {
-        return std::string("StateError: ") + e.what();
-    } catch (const syncblob::OptionError& e) {
-        return std::string("OptionError: ") + e.what();
-    }
-    return {};
-}
-
 // True on every rank when every rank of MPI_COMM_WORLD holds the same string.
 bool same_everywhere(const std::string& s) {
     const auto h = static_cast<unsigned long long>(std::hash<std::string>{}(s));
@@ -48,13 +30,6 @@ bool same_everywhere(const std::string& s) {
     MPI_Allreduce(&h, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&h, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     return low == high;
-}
-
-bool everywhere(bool ok) {
-    int mine = ok ? 1 : 0;
-    int all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return all == 1;
 }
 
 template <class A = syncblob::HostOnly>

@@ -29,7 +29,8 @@ private:
 };
 
 /// A collective call whose wait for the other ranks passed its deadline (`mpi::Options::timeout`):
-/// some rank never joined it (it failed before the call, or stopped calling). The message names the
+/// some rank never joined it (it failed before the call, or stopped calling), or its messages stopped
+/// arriving (a link down, a host gone: see docs/scaling-out.md, "Across hosts"). The message names the
 /// syncblob operation, what it waited for, the engine's call and the timeout. See
 /// docs/scaling-out.md for what the communicator and the arena are left like.
 class TimeoutError : public Error {

@@ -62,7 +62,7 @@ inline bool usable_timeout(std::optional<std::chrono::milliseconds> timeout) noe
     return timeout && timeout->count() > 0;
 }
 
-enum class CommOperation : std::uint64_t { allreduce = 1, broadcast = 2, bucketed_allreduce = 3 };
+enum class CommOperation : std::uint64_t { allreduce = 1, broadcast = 2, bucketed_allreduce = 3, shared_load = 4 };
 
 inline constexpr std::string_view operation_name(std::uint64_t op) noexcept {
     switch (op) {
@@ -72,6 +72,8 @@ inline constexpr std::string_view operation_name(std::uint64_t op) noexcept {
             return "broadcast_data";
         case 3:
             return "iallreduce_diff";
+        case 4:
+            return "load_shared";
         default:
             return "?";
     }
@@ -167,8 +169,13 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
                    std::string(r0.nonblocking != 0 ? "sets" : "leaves out") + " Options::timeout, " + who +
                    (d.nonblocking != 0 ? " sets it" : " leaves it out") +
                    " (with a timeout the collectives are MPI's non-blocking ones, which never match blocking ones)";
-        } else if (d.argument != r0.argument || d.first_bucket != r0.first_bucket || d.bucket != r0.bucket ||
-                   d.piece != r0.piece) {
+        } else if (d.operation == static_cast<std::uint64_t>(CommOperation::shared_load) && d.argument != r0.argument &&
+                   d.failed == 0 && r0.failed == 0) {  // (a rank that failed is named by settle)
+            what = "the ranks' checkpoints differ: " + who +
+                   "'s tensors differ from rank 0's in their dtypes, their diffs or their places in the shard files";
+        } else if ((d.argument != r0.argument &&
+                    d.operation != static_cast<std::uint64_t>(CommOperation::shared_load)) ||
+                   d.first_bucket != r0.first_bucket || d.bucket != r0.bucket || d.piece != r0.piece) {
             what = "the ranks disagree on the call's arguments: rank 0 passes " + arguments_text(r0) + ", " + who +
                    " passes " + arguments_text(d);
         }
@@ -200,6 +207,9 @@ inline void check_arguments(std::span<const ArenaDescriptor> all, std::string_vi
                 " ms: a timeout must be positive (leave it unset to wait as long as the engine does)" + who);
         }
         const auto what = static_cast<CommOperation>(d.operation);
+        if (what == CommOperation::shared_load) {
+            continue;  // its argument is the checkpoint's fingerprint, compared in disagreement()
+        }
         if (what == CommOperation::broadcast) {
             const auto root = static_cast<std::int64_t>(d.argument);
             if (root < 0 || root >= ranks) {

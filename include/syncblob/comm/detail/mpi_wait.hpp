@@ -135,13 +135,14 @@ inline void require_in_step(MPI_Comm comm, std::string_view op) {
     Graveyard::add({std::move(requests), std::move(memory)});
     requests.clear();
     mark_out_of_step(comm, op);
-    throw TimeoutError(std::string(op) + ": timed out after " + std::to_string(deadline.timeout().count()) +
-                           " ms on rank " + std::to_string(rank) + " of " + std::to_string(size) + " waiting for " +
-                           std::string(what) + " (" + call +
-                           "): a rank has not joined (it failed before the call, or stopped calling); the "
-                           "communicator is out of step on this rank, and the memory the operation uses is kept "
-                           "until MPI completes it",
-                       std::string(op), call, deadline.timeout());
+    throw TimeoutError(
+        std::string(op) + ": timed out after " + std::to_string(deadline.timeout().count()) + " ms on rank " +
+            std::to_string(rank) + " of " + std::to_string(size) + " waiting for " + std::string(what) + " (" + call +
+            "): a rank has not joined, or its messages stopped arriving (it failed before the call, stopped "
+            "calling, or the network or the host it runs on failed); the "
+            "communicator is out of step on this rank, and the memory the operation uses is kept "
+            "until MPI completes it",
+        std::string(op), call, deadline.timeout());
 }
 
 /// Completes `requests` (issued by `op` on `comm`): without a deadline as MPI_Waitall; with one,
