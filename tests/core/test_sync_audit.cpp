@@ -65,6 +65,25 @@ TEST_CASE("audit counts each wait by the innermost operation, asked or not", "[c
     CHECK(audit::counts().empty());
 }
 
+TEST_CASE("audit: the use docs/waits.md shows counts a step's waits into the table", "[core][audit]") {
+    const Fresh fresh(audit::Mode::off);
+    const auto train_one_step = [] {
+        const audit::Operation read("SyncedBuffer::host_data", audit::host_read);
+        audit::note(Wait::synchronous_copy);
+        audit::note(Wait::blocking_free);
+    };
+    // [audit-use]
+    namespace audit = syncblob::audit;
+    audit::set_mode(audit::Mode::count);  // or audit::ModeScope scope(audit::Mode::error);
+    train_one_step();
+    const std::string table = audit::table();  // one row per operation and kind of wait
+    audit::reset();
+    // [audit-use]
+    CHECK_THAT(table, Contains("| `SyncedBuffer::host_data` | synchronous_copy | yes | 1 |"));
+    CHECK_THAT(table, Contains("| `SyncedBuffer::host_data` | blocking_free | no | 1 |"));
+    CHECK(audit::counts().empty());
+}
+
 TEST_CASE("audit error mode refuses a wait the operation did not ask for, before it happens", "[core][audit]") {
     const Fresh fresh(audit::Mode::error);
     const audit::Operation op("nccl agreement");
