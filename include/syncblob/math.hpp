@@ -17,7 +17,7 @@
 /// Math on uninitialized data: `asum`, `sumsq` and `dot` return 0 (the data would read as zeros)
 /// without allocating; `scale` does nothing; `update` throws `StateError`.
 ///
-/// The layers: these functions name an operation (math/detail/operations.hpp, its arithmetic) and
+/// The layers: these functions name an operation (math/operations.hpp, its arithmetic) and
 /// its operands; math/detail/dispatch.hpp picks host or device; on the host,
 /// syncblob/math/host_kernels.hpp picks the threads and the instruction set.
 
@@ -28,9 +28,9 @@
 #include "core/element.hpp"
 #include "core/error.hpp"
 #include "math/detail/dispatch.hpp"
-#include "math/detail/operations.hpp"
 #include "math/device_kernels.hpp"
 #include "math/host_kernels.hpp"
+#include "math/operations.hpp"
 #include "math/simulated_kernels.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

@@ -27,7 +27,7 @@ static_assert(std::string_view(SYNCBLOB_TEST_EXPANDED(SYNCBLOB_HOST_DEVICE)).emp
 
 // Macros the headers use internally are undefined at their end.
 #ifdef SYNCBLOB_FORK_LOCKS
-#error "SYNCBLOB_FORK_LOCKS leaked out of core/detail/fork_lock.hpp"
+#error "SYNCBLOB_FORK_LOCKS leaked out of core/fork_lock.hpp"
 #endif
 
 TEST_CASE("a blob works with the consumer's inlining settings", "[core][config]") {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// The one element conversion (core/detail/convert.hpp) into the types narrower than float: a double
+// The one element conversion (core/convert.hpp) into the types narrower than float: a double
 // or a 64-bit integer rounds once, from its own value, to the nearest value of the type. Before,
 // such a value was rounded to float first, and a value just above (or below) a midpoint of the
 // narrow type could land on the midpoint and then round to even, the wrong way: 1 + 2^-11 + 2^-40
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <limits>
 
-#include <syncblob/core/detail/convert.hpp>
+#include <syncblob/core/convert.hpp>
 
 namespace {
 

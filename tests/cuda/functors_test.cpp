@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include <syncblob/core/detail/convert.hpp>
+#include <syncblob/core/convert.hpp>
 #include <syncblob/cuda/detail/functors.hpp>
 
 #include "kernel_test_values.hpp"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// Element conversion (detail/convert.hpp): the one rule table, checked over every pair of element
+// Element conversion (io/convert.hpp): the one rule table, checked over every pair of element
 // types (the 8-bit floats included) against a reference computed here in long double, through every
 // format that converts (.npy, safetensors, JSON, and Caffe's float and double), under both rules.
 
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include <syncblob/io/caffe.hpp>
-#include <syncblob/io/detail/convert.hpp>
+#include <syncblob/io/convert.hpp>
 #include <syncblob/io/json.hpp>
 #include <syncblob/io/npy.hpp>
 #include <syncblob/io/safetensors.hpp>

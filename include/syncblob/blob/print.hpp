@@ -10,7 +10,7 @@
 #include <ostream>
 #include <span>
 
-#include "../core/detail/convert.hpp"
+#include "../core/convert.hpp"
 #include "../core/element.hpp"
 #include "../fwd.hpp"
 #include "../memory/head.hpp"

@@ -18,13 +18,13 @@
 #include "../core/error.hpp"
 #include "../core/thread_pool.hpp"
 #include "../io/checkpoint.hpp"
-#include "../io/detail/name_index.hpp"
-#include "../memory/detail/stream_order.hpp"
+#include "../io/name_index.hpp"
+#include "../memory/stream_order.hpp"
 #include "detail/device_load.hpp"
-#include "detail/plan.hpp"
-#include "detail/read_chunk.hpp"
 #include "device_convert.hpp"
 #include "options.hpp"
+#include "plan.hpp"
+#include "read_chunk.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -19,9 +19,9 @@
 #include <type_traits>
 
 #include "../cuda/async_pool.hpp"
-#include "../cuda/detail/launch.cuh"
 #include "../cuda/device.hpp"
-#include "../io/detail/convert.hpp"
+#include "../cuda/launch.cuh"
+#include "../io/convert.hpp"
 #include "device_convert.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

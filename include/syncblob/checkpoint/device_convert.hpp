@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "../core/element.hpp"
-#include "../io/detail/convert.hpp"
+#include "../io/convert.hpp"
 #include "../memory/device_backend.hpp"
 #include "../memory/simulated_async_device.hpp"
 #include "../memory/simulated_device.hpp"

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "../checkpoint/arena_loader.hpp"
-#include "../checkpoint/detail/plan.hpp"
-#include "../checkpoint/detail/read_chunk.hpp"
 #include "../checkpoint/options.hpp"
+#include "../checkpoint/plan.hpp"
+#include "../checkpoint/read_chunk.hpp"
 #include "../core/error.hpp"
 #include "../core/thread_pool.hpp"
 #include "../io/checkpoint.hpp"

@@ -4,7 +4,7 @@
 /// \file
 /// The element-type table: every type a blob can hold, once, with everything the library knows of
 /// it. Every file format, the conversion, printing and DLPack read their codes from here; adding a
-/// type is adding a row (and, for a new kind of number, its conversion in core/detail/convert.hpp).
+/// type is adding a row (and, for a new kind of number, its conversion in core/convert.hpp).
 
 #include <array>
 #include <concepts>

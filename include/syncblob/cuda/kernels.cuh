@@ -2,7 +2,7 @@
 #pragma once
 
 /// \file
-/// syncblob's custom CUDA kernels: fill and conversion (by the one rule of core/detail/convert.hpp)
+/// syncblob's custom CUDA kernels: fill and conversion (by the one rule of core/convert.hpp)
 /// for every element type, and the math operations (any floating element type; `cuda::Device`'s
 /// device math uses them wherever cuBLAS has no call: half and bfloat16). Needs nvcc: include it from
 /// a .cu file. Operations are issued on `stream`;
@@ -23,8 +23,8 @@
 #include <string_view>
 
 #include "../core/element.hpp"
-#include "../math/detail/operations.hpp"
-#include "detail/launch.cuh"
+#include "../math/operations.hpp"
+#include "launch.cuh"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -96,7 +96,7 @@ template <class Op>
 }  // namespace detail
 
 /// Device math by custom kernels, for every floating element type (accumulating in `accumulator_t<T>`)
-/// and every operation of syncblob/math/detail/operations.hpp: the same functors as the host kernels.
+/// and every operation of syncblob/math/operations.hpp: the same functors as the host kernels.
 namespace kernels {
 
 /// Σ op over x and the inputs (deterministic: the grid depends on n only; the host replays it,

@@ -12,8 +12,8 @@
 #include <cstdint>
 
 #include "../core/element.hpp"
-#include "../math/detail/operations.hpp"
 #include "../math/device_kernels.hpp"
+#include "../math/operations.hpp"
 #include "async_pool.hpp"
 #include "cublas.hpp"
 #include "device.hpp"

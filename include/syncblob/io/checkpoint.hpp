@@ -24,7 +24,7 @@
 
 #include "detail/checkpoint_index.hpp"
 #include "detail/checkpoint_shard.hpp"
-#include "detail/name_index.hpp"
+#include "name_index.hpp"
 #include "safetensors.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "../core/error.hpp"
+#include "convert.hpp"
 #include "detail/atomic_save.hpp"
-#include "detail/convert.hpp"
 #include "detail/format_error.hpp"
 #include "detail/posix_file.hpp"
 

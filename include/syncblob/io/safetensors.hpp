@@ -30,11 +30,11 @@
 #include "detail/byte_source.hpp"
 #include "detail/json_input.hpp"
 #include "detail/mapped_file.hpp"
-#include "detail/name_index.hpp"
 #include "detail/safetensors_format.hpp"
 #include "detail/safetensors_header.hpp"
 #include "detail/staged_load.hpp"
 #include "file.hpp"
+#include "name_index.hpp"
 #include "safetensors_writer.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

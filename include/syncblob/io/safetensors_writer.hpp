@@ -24,10 +24,10 @@
 
 #include "../blob.hpp"
 #include "detail/held_bytes.hpp"
-#include "detail/name_index.hpp"
 #include "detail/safetensors_format.hpp"
 #include "detail/safetensors_header.hpp"
 #include "file.hpp"
+#include "name_index.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -18,7 +18,7 @@ inline constexpr bool always_false = false;
 }  // namespace detail
 
 /// Device math for backend `Backend`. Not defined for a backend whose header was not included:
-/// a specialisation provides, for every operation `Op` of syncblob/math/detail/operations.hpp (a
+/// a specialisation provides, for every operation `Op` of syncblob/math/operations.hpp (a
 /// functor whose `step` or `apply` is the arithmetic of one element) and every `FloatingElement T`
 /// (pointers are device pointers, `n` ≥ 0, `stream` is the buffer's stream; the `in` pointers are
 /// `const T*` too):

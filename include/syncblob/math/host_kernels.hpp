@@ -3,7 +3,7 @@
 
 /// \file
 /// Host math on raw pointers: `asum`, `sumsq`, `dot`, `sub` and `scale`, each an operation of
-/// math/detail/operations.hpp registered with the host dispatch below. The dispatch splits a call
+/// math/operations.hpp registered with the host dispatch below. The dispatch splits a call
 /// over threads from the sizes of math/split.hpp and runs each part on the instruction set of
 /// math/kernel_path.hpp: the portable kernels (Eigen's packets, the consumer's flags) or the AVX2
 /// and AVX-512 ones, all the same loops (math/detail/lane_loops.hpp) over the same operations.
@@ -19,10 +19,10 @@
 
 #include "../core/config.hpp"
 #include "../core/element.hpp"
-#include "detail/operations.hpp"
 #include "detail/portable_kernels.hpp"
 #include "detail/x86_kernels.hpp"
 #include "kernel_path.hpp"
+#include "operations.hpp"
 #include "split.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "../core/detail/fork_lock.hpp"
 #include "../core/error.hpp"
+#include "../core/fork_lock.hpp"
 #include "allocator.hpp"
 #include "detail/pool_segments.hpp"
 #include "device_backend.hpp"

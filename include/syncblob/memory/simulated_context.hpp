@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "../core/detail/fork_lock.hpp"
 #include "../core/error.hpp"
+#include "../core/fork_lock.hpp"
 #include "detail/simulated_queue.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

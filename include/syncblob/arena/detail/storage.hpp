@@ -12,9 +12,9 @@
 #include <new>
 
 #include "../../memory/allocator.hpp"
-#include "../../memory/detail/huge_pages.hpp"
-#include "../../memory/detail/stream_order.hpp"
 #include "../../memory/device_backend.hpp"
+#include "../../memory/huge_pages.hpp"
+#include "../../memory/stream_order.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -21,8 +21,8 @@
 #include "../../io/checkpoint.hpp"
 #include "../../memory/device_backend.hpp"
 #include "../device_convert.hpp"
-#include "plan.hpp"
-#include "read_chunk.hpp"
+#include "../plan.hpp"
+#include "../read_chunk.hpp"
 #include "staging.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

@@ -14,10 +14,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../memory/detail/stream_order.hpp"
 #include "../../memory/device_backend.hpp"
 #include "../../memory/host_allocator.hpp"
 #include "../../memory/pinned_pool.hpp"
+#include "../../memory/stream_order.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

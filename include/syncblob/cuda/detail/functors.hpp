@@ -3,7 +3,7 @@
 
 /// \file
 /// The bodies of syncblob's custom CUDA kernels, as `SYNCBLOB_HOST_DEVICE` functors over an
-/// element index (the math operations' through adapters of math/detail/operations.hpp), and the
+/// element index (the math operations' through adapters of math/operations.hpp), and the
 /// launch geometry of the reductions. Plain C++: the host runs the same
 /// bodies in tests (and `emulate_reduce` replays a reduction in the device's exact order).
 
@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "../../core/detail/convert.hpp"
+#include "../../core/convert.hpp"
 #include "../../core/element.hpp"
-#include "../../math/detail/operations.hpp"
+#include "../../math/operations.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -45,7 +45,7 @@ template <class T>
 struct Inputs<T, 0> {};
 
 /// A reduction's body: `term(sum, i)` is `sum` plus the term of element i, as the operation `Op`
-/// (math/detail/operations.hpp) computes it, one element at a time in the accumulator type.
+/// (math/operations.hpp) computes it, one element at a time in the accumulator type.
 template <class Op, FloatingElement T, std::size_t N>
 struct ReduceAt {
     using value_type = accumulator_t<T>;

@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "../../core/element.hpp"
-#include "convert.hpp"
+#include "../convert.hpp"
 #include "convert_message.hpp"
 #include "format_error.hpp"
 #include "posix_file.hpp"

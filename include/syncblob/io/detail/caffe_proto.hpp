@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "../../blob.hpp"
+#include "../convert.hpp"
 #include "../file.hpp"
-#include "convert.hpp"
 #include "convert_message.hpp"
 #include "protobuf.hpp"
 #include "staged_load.hpp"

@@ -13,9 +13,9 @@
 #include <string>
 #include <type_traits>
 
-#include "../../core/detail/convert.hpp"
+#include "../../core/convert.hpp"
 #include "../../core/element.hpp"
-#include "convert.hpp"
+#include "../convert.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "../../core/shape.hpp"
-#include "convert.hpp"
+#include "../convert.hpp"
 #include "convert_message.hpp"
 #include "format_error.hpp"
 #include "json_values.hpp"

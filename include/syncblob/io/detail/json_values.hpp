@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../../core/detail/convert.hpp"
+#include "../../core/convert.hpp"
 #include "../../core/element.hpp"
 #include "format_error.hpp"
 #include "json_reader.hpp"

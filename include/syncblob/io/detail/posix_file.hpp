@@ -22,7 +22,7 @@
 
 #include "../../core/error.hpp"
 #include "../../core/thread_pool.hpp"
-#include "../../memory/detail/huge_pages.hpp"
+#include "../../memory/huge_pages.hpp"
 #include "format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

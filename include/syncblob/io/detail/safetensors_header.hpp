@@ -21,9 +21,9 @@
 
 #include "../../core/element.hpp"
 #include "../../core/shape.hpp"
+#include "../name_index.hpp"
 #include "format_error.hpp"
 #include "json_reader.hpp"
-#include "name_index.hpp"
 #include "safetensors_format.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

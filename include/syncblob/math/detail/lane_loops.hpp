@@ -14,7 +14,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/element.hpp"
-#include "operations.hpp"
+#include "../operations.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

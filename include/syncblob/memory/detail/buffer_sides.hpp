@@ -19,9 +19,9 @@
 #include "../device_backend.hpp"
 #include "../head.hpp"
 #include "../host_allocator.hpp"
+#include "../stream_order.hpp"
 #include "../transfer_stats.hpp"
 #include "holding.hpp"
-#include "stream_order.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -17,8 +17,8 @@
 #include "../../core/sync_audit.hpp"
 #include "../device_backend.hpp"
 #include "../head.hpp"
+#include "../stream_order.hpp"
 #include "buffer_sides.hpp"
-#include "stream_order.hpp"
 #include "transitions.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

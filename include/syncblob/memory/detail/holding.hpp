@@ -12,7 +12,7 @@
 
 #include "../device_backend.hpp"
 #include "../host_allocator.hpp"
-#include "stream_order.hpp"
+#include "../stream_order.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

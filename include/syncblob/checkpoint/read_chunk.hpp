@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the shared load across ranks (comm/mpi_checkpoint.hpp), so it
+/// sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// What every reader thread of a checkpoint load shares: the chunks it claims, the progress it
 /// reports, reading a chunk's pieces into memory (an image of the arena, or raw bytes), and the
 /// virtual clock of the simulated device (simulated_timeline.hpp), to which it reports its reads.
@@ -17,11 +20,11 @@
 #include <mutex>
 #include <string>
 
-#include "../../core/element.hpp"
-#include "../../io/checkpoint.hpp"
-#include "../../memory/simulated_async_device.hpp"
-#include "../../memory/simulated_device.hpp"
-#include "../../memory/simulated_timeline.hpp"
+#include "../core/element.hpp"
+#include "../io/checkpoint.hpp"
+#include "../memory/simulated_async_device.hpp"
+#include "../memory/simulated_device.hpp"
+#include "../memory/simulated_timeline.hpp"
 #include "plan.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

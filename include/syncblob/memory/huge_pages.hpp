@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the file reads (io/) and the arena's host buffers (arena/), so
+/// it sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// `advise_huge_pages`: asking the kernel for transparent huge pages on a large range before it is
 /// first touched (used by the loaders for their destination and by the arena for its host buffers).
 
@@ -13,7 +16,7 @@
 #include <unistd.h>
 #endif
 
-#include "../../core/config.hpp"
+#include "../core/config.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

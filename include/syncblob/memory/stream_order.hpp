@@ -2,14 +2,18 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the arena's storage (arena/) and the checkpoint loader's
+/// staging (checkpoint/), so it sits outside detail/; its names stay in a detail namespace and are no user
+/// API.
+///
 /// The stream and event bookkeeping of `SyncedBuffer`: the asynchronous copy it has issued and not
 /// yet waited on, and how work on one stream is ordered after work on another.
 
 #include <optional>
 #include <utility>
 
-#include "../../core/sync_audit.hpp"
-#include "../device_backend.hpp"
+#include "../core/sync_audit.hpp"
+#include "device_backend.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -2,13 +2,15 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the checkpoint loader's CUDA conversion (checkpoint/cuda.cuh),
+/// so it sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// The custom kernels and their launchers: a grid-stride element-wise kernel and a two-stage
 /// deterministic reduction (fixed grid per size, block tree in shared memory, block partials added
 /// on the host in order). The bodies are the functors of functors.hpp. Needs nvcc.
 
 #if !defined(__CUDACC__)
-#error \
-    "syncblob/cuda/detail/launch.cuh holds CUDA kernels and needs nvcc: include syncblob/cuda/kernels.cuh from a .cu file"
+#error "syncblob/cuda/launch.cuh holds CUDA kernels and needs nvcc: include syncblob/cuda/kernels.cuh from a .cu file"
 #else  // the rest of the file: only nvcc sees it, so the error above is the only one
 
 #include <cuda_runtime_api.h>
@@ -21,9 +23,9 @@
 #include <string_view>
 #include <utility>
 
-#include "../../core/sync_audit.hpp"
-#include "../error.hpp"
-#include "functors.hpp"
+#include "../core/sync_audit.hpp"
+#include "detail/functors.hpp"
+#include "error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

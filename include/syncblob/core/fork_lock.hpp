@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the pinned pool and the simulated device's context (memory/),
+/// so it sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// Process-wide mutexes made safe across `fork()`: a child process has only the thread that
 /// forked, so a mutex another thread held at that moment would stay locked in the child forever.
 /// Each registered mutex is taken before the fork (in a fixed order of ranks, lowest first) and
@@ -19,7 +22,7 @@
 #define SYNCBLOB_FORK_LOCKS 0
 #endif
 
-#include "../config.hpp"
+#include "config.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

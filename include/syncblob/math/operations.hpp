@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the CUDA kernels and cuBLAS mapping (cuda/), so it sits
+/// outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// The math operations, each written once as a functor over a lane type, and the one-element lane
 /// type. Every path instantiates these functors: the portable kernels (Eigen's packets), the AVX2
 /// and AVX-512 kernels (x86_kernels.hpp), their scalar tails, and the custom CUDA kernels
@@ -22,8 +25,8 @@
 #include <concepts>
 #include <cstdint>
 
-#include "../../core/config.hpp"
-#include "../../core/element.hpp"
+#include "../core/config.hpp"
+#include "../core/element.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

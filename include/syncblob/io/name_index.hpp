@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the checkpoint loader (checkpoint/), so it sits outside
+/// detail/; its names stay in a detail namespace and are no user API.
+///
 /// Finding names fast whatever names a file chooses: a table from a name to its position in a
 /// sequence (open addressing), hashed with SipHash-1-3 under a key drawn at random once per
 /// process. A fixed, public hash lets a file pick a million names that collide and turn every
@@ -20,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../core/config.hpp"
+#include "../core/config.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

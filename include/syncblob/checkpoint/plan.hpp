@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the shared load across ranks (comm/mpi_checkpoint.hpp), so it
+/// sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// How a checkpoint load is cut into chunks. The tensors of the arena's data (then of its diff) are
 /// walked in the arena's order and cut, at element boundaries, into pieces; consecutive pieces form
 /// a chunk of at most `chunk_bytes` staging bytes, which one reader reads and one copy moves:
@@ -23,9 +26,9 @@
 #include <utility>
 #include <vector>
 
-#include "../../core/error.hpp"
-#include "../../core/thread_pool.hpp"
-#include "../options.hpp"
+#include "../core/error.hpp"
+#include "../core/thread_pool.hpp"
+#include "options.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

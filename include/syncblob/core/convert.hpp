@@ -2,6 +2,9 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by printing (blob/print.hpp), the loads (io/) and the CUDA
+/// kernels (cuda/), so it sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// Element conversion: the one rule for every pair of element types, as constexpr functions that
 /// host and device code share. Every converting load (`.npy`, safetensors, JSON, Caffe's protobuf),
 /// the JSON reader's decoding of a document's own values, and the CUDA conversion kernels
@@ -30,7 +33,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../element.hpp"
+#include "element.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

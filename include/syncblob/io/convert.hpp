@@ -2,10 +2,13 @@
 #pragma once
 
 /// \file
+/// Internal, shared beyond its folder: used by the checkpoint loader's device conversion (checkpoint/), so it
+/// sits outside detail/; its names stay in a detail namespace and are no user API.
+///
 /// The converting loads' side of element conversion: what a load does with a value its blob's type
 /// cannot hold (`ConvertRule`), and reading raw little-endian elements of a file's dtype into a
 /// blob's type. The rule itself, for every pair of element types, is `detail::convert_checked`
-/// (syncblob/core/detail/convert.hpp), which the CUDA kernels share; docs/file-safety.md prints it.
+/// (syncblob/core/convert.hpp), which the CUDA kernels share; docs/file-safety.md prints it.
 
 #include <bit>
 #include <concepts>
@@ -14,8 +17,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "../../core/detail/convert.hpp"
-#include "../../core/element.hpp"
+#include "../core/convert.hpp"
+#include "../core/element.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
