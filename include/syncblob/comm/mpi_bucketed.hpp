@@ -275,7 +275,7 @@ private:
 
 /// Starts a bucketed non-blocking all-reduce of every bucket at once (buckets of at most
 /// `bucket_bytes`); call `wait()` on the result. For a bucket-by-bucket start as gradients become
-/// ready, construct a BucketedAllreduce and call `ready(blob)`.
+/// ready, construct a BucketedAllreduce and call `ready(i)` with each blob's index in the arena.
 template <MpiElement T, SyncedAllocator A>
 BucketedAllreduce<T, A> iallreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce,
                                         std::size_t bucket_bytes, Options options = {}) {
