@@ -406,3 +406,28 @@ TEMPLATE_TEST_CASE("DLPack export to a consumer stream of device 1 works with de
         finish();
     }
 }
+
+TEST_CASE("The last DLPack deleter waits for the blob's pending copy, even in the audit's error mode",
+          "[ordering][dlpack][consumer_stream][lifetime]") {
+    namespace dlpack = syncblob::dlpack;
+    namespace audit = syncblob::audit;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        dlpack::DLManagedTensorVersioned* t = nullptr;
+        {
+            PlainBlob blob{8};
+            blob.set_stream(s);
+            set_kernel(s, blob.mutable_device_data(), 8, 2.0f);
+            t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+            blob.data_buffer()->pull_to_host_async();  // a D->H copy into the host block, pending
+        }                                              // the tensor alone holds the buffer now
+        {
+            const audit::ModeScope error(audit::Mode::error);
+            t->deleter(t);  // destroys the buffer: its host block is freed after the copy, not before
+        }
+        finish();
+    }
+}

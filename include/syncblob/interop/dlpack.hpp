@@ -135,6 +135,7 @@ struct Exported {
     // tensor's hold does, so the hold, last, frees a block on the stream the consumer named.
     static void deleter(Managed* self) noexcept {
         const audit::Operation audited("dlpack deleter");
+        const audit::CountOnly releasing;  // a release: its waits protect the memory, never thrown
         auto* exported = static_cast<Exported*>(self->manager_ctx);
         exported->buffer.reset();
         exported->held.reset();
