@@ -23,6 +23,7 @@
 #include <syncblob/cuda/async_pool.hpp>
 #include <syncblob/cuda/math.hpp>
 #include <syncblob/cuda/runtime.hpp>
+#include <syncblob/interop/dlpack.hpp>
 #include <syncblob/math.hpp>
 
 #include "standin/standin.hpp"
@@ -232,4 +233,52 @@ TEST_CASE("cuda stand-in: threads allocate from the AsyncPool at once, and its c
     CHECK(stats.requests == before + 800);
     CHECK(stats.requested_bytes == 0);
     cuda::AsyncPool::empty_cache();
+}
+
+TEST_CASE("cuda stand-in: a DLPack export to a consumer stream and its release wait for nothing",
+          "[cuda][audit][standin][dlpack]") {
+    namespace dlpack = syncblob::dlpack;
+    const cuda::Stream blob_stream;
+    const cuda::Stream consumer;
+    const audit::ModeScope counting(audit::Mode::count);
+    dlpack::DLManagedTensorVersioned* t = nullptr;
+    {
+        syncblob::Blob<float, A> blob({64});
+        blob.set_stream(blob_stream);
+        (void)blob.mutable_device_data();  // allocated and zero-filled on its stream
+        audit::reset();
+        syncblob_standin::reset();
+        {
+            const audit::ModeScope strict(audit::Mode::error);
+            t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, consumer.get());
+        }
+        CHECK(calls("cudaStreamWaitEvent") == 1);  // the consumer's stream waits for the blob's
+    }                                              // the blob lets go first
+    t->deleter(t);                                 // the consumer, last: freed on its stream
+    INFO(audit::table());
+    CHECK(audit::counts().empty());
+    CHECK(calls("cudaStreamSynchronize") == 0);
+    CHECK(calls("cudaEventSynchronize") == 0);
+    CHECK(calls("cudaDeviceSynchronize") == 0);
+    CHECK(calls("cudaFree") == 0);
+    CHECK(calls("cudaFreeAsync") == 1);
+    CHECK(syncblob_standin::frees_on(consumer.get()) == 1);
+}
+
+TEST_CASE(
+    "cuda stand-in: a DLPack export without a consumer stream waits for the blob's, and its late free for the device",
+    "[cuda][audit][standin][dlpack]") {
+    namespace dlpack = syncblob::dlpack;
+    const audit::ModeScope counting(audit::Mode::count);
+    dlpack::DLManagedTensorVersioned* t = nullptr;
+    {
+        syncblob::Blob<float, A> blob({64});
+        (void)blob.mutable_device_data();
+        syncblob_standin::reset();
+        t = dlpack::to_dlpack(blob, dlpack::Side::device);
+        CHECK(calls("cudaEventSynchronize") == 1);
+    }
+    t->deleter(t);
+    CHECK(calls("cudaDeviceSynchronize") == 1);  // cuda::AsyncPool::deallocate
+    CHECK(calls("cudaFreeAsync") == 0);
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <syncblob/core/sync_audit.hpp>
 #include <syncblob/interop/dlpack.hpp>
 #include <syncblob/memory/simulated_async_device.hpp>
 #include <utility>
@@ -469,6 +470,43 @@ TEST_CASE("dlpack: a blob of a stream-ordered pool exports and imports its devic
     CHECK(blob.device_data() == source.device_data());
     CHECK(values(blob.host_data()) == pattern<float>(4));
     SimulatedAsyncDevice::synchronize();
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("dlpack: a consumer stream is for the device side; the host side refuses one", "[interop][dlpack]") {
+    Blob<float, Simulated> blob{4};
+    blob.fill(1.0F);
+    const auto c = SimulatedDevice::create_stream();
+    CHECK_THROWS_AS(to_dlpack(blob, Side::host, Part::data, c), OptionError);
+    CHECK_THROWS_WITH(dl::to_dlpack_legacy(blob, Side::host, Part::diff, c),
+                      Contains("dlpack::to_dlpack_legacy") && Contains("consumer stream") && Contains("host side"));
+    CHECK(blob.data_stats().device_to_host == 0);  // refused before anything was touched
+    UniqueTensor<Versioned> tensor(to_dlpack(blob, Side::device, Part::data, c));
+    CHECK(tensor->dl_tensor.data == blob.device_data());
+    UniqueTensor<dl::DLManagedTensor> legacy(dl::to_dlpack_legacy(std::as_const(blob), Side::device, Part::data, c));
+    CHECK(legacy->dl_tensor.data == blob.device_data());
+    tensor.reset();
+    legacy.reset();
+    SimulatedDevice::synchronize();
+    CHECK(SimulatedDevice::faults().empty());
+}
+
+TEST_CASE("dlpack: the sync audit names the export's wait, asked for only without a consumer stream",
+          "[interop][dlpack][audit]") {
+    namespace audit = syncblob::audit;
+    Blob<float, SimulatedAsync> blob{4};
+    blob.fill(1.0F);
+    (void)blob.device_data();
+    const auto c = SimulatedDevice::create_stream();
+    const audit::ModeScope error(audit::Mode::error);
+    audit::reset();
+    { UniqueTensor<Versioned> tensor(to_dlpack(blob, Side::device)); }
+    const std::vector<audit::Count> waited{{"dlpack::to_dlpack", audit::Wait::event_synchronize, true, 1}};
+    CHECK(audit::counts() == waited);
+    audit::reset();
+    { UniqueTensor<Versioned> tensor(to_dlpack(blob, Side::device, Part::data, c)); }
+    CHECK(audit::counts().empty());
+    SimulatedDevice::synchronize();
     CHECK(SimulatedDevice::faults().empty());
 }
 

@@ -11,8 +11,11 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <syncblob/arena.hpp>
+#include <syncblob/core/sync_audit.hpp>
 #include <syncblob/interop/dlpack.hpp>
 #include <syncblob/io/npy.hpp>
 #include <syncblob/memory/simulated_async_device.hpp>
@@ -214,6 +217,216 @@ TEST_CASE("A load into a blob on a stream leaves its buffers on that stream", "[
             CHECK(blob.diff_buffer()->stream() == s);
             set_kernel(s, blob.mutable_device_data(), 6, 4.0f);
             CHECK(blob.host_data()[5] == 4.0f);
+        }
+        finish();
+    }
+}
+
+// ---- DLPack export to a stream the consumer names ---------------------------------------------------
+
+namespace {
+
+// The consumer's kernel: copies the `n` exported floats at `p` into host memory `out`, on `c`.
+void consume(Stream c, const float* p, float* out, std::size_t n) {
+    copy_kernel(c, out, p, n);
+}
+
+// True when every one of `values` is `expected`.
+bool all_equal(const std::vector<float>& values, float expected) {
+    for (const float v : values) {
+        if (v != expected) {
+            return false;
+        }
+    }
+    return true;
+}
+
+using PlainBlob = syncblob::Blob<float, syncblob::Simulated>;
+using OrderedBlob = syncblob::Blob<float, syncblob::SimulatedAsync>;
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("DLPack export to a consumer stream makes that stream wait for the blob's, not the host",
+                   "[ordering][dlpack][consumer_stream]", PlainBlob, OrderedBlob) {
+    namespace dlpack = syncblob::dlpack;
+    namespace audit = syncblob::audit;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        std::vector<float> out(8, 0.0f);
+        {
+            TestType blob{8};
+            blob.set_stream(s);
+            float* p = blob.mutable_device_data();
+            set_kernel(s, p, 8, 9.0f);  // the blob's pending write
+            {
+                const audit::ModeScope error(audit::Mode::error);
+                audit::reset();
+                auto* t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+                CHECK(audit::counts().empty());                      // no wait of any kind
+                CHECK(SimulatedDevice::queued_work_touches(p, 32));  // the write has not run
+                consume(c, static_cast<const float*>(t->dl_tensor.data), out.data(), 8);
+                t->deleter(t);  // the blob still holds the memory
+                CHECK(audit::counts().empty());
+            }
+        }
+        SimulatedDevice::synchronize();
+        CHECK(all_equal(out, 9.0f));  // the consumer's read ran after the blob's write
+        finish();
+    }
+}
+
+TEST_CASE("A block lent to a consumer stream and let go of by the consumer last is freed on that stream",
+          "[ordering][dlpack][consumer_stream][lifetime]") {
+    namespace dlpack = syncblob::dlpack;
+    namespace audit = syncblob::audit;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        std::vector<float> out(8, 0.0f);
+        const void* block = nullptr;
+        {
+            const audit::ModeScope counting(audit::Mode::count);
+            dlpack::DLManagedTensorVersioned* t = nullptr;
+            {
+                OrderedBlob blob{8};
+                blob.set_stream(s);
+                set_kernel(s, blob.mutable_device_data(), 8, 7.0f);
+                audit::reset();
+                t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+                block = t->dl_tensor.data;
+                read_kernel(s, static_cast<const float*>(block), 8);  // the blob's own later work, on s
+            }  // the blob lets go first: the host does not wait for s
+            consume(c, static_cast<const float*>(block), out.data(), 8);
+            t->deleter(t);  // the last user: the block is freed on c, after c's and s's work
+            CHECK(audit::counts().empty());
+        }
+        CHECK(all_equal(out, 0.0f));  // nothing has run yet: nobody waited
+        // Freed in order on c, the block goes at once to the next allocation there; what that
+        // writes runs after the consumer's read, which still sees the blob's values.
+        void* again = SimulatedAsyncDevice::allocate_async(32, c);
+        CHECK(again == block);
+        set_kernel(c, static_cast<float*>(again), 8, -1.0f);
+        SimulatedDevice::synchronize();
+        CHECK(all_equal(out, 7.0f));
+        SimulatedAsyncDevice::deallocate_async(again, 32, c);
+        finish();
+    }
+}
+
+TEMPLATE_TEST_CASE("A block lent to a consumer stream is freed by the blob after the consumer's work",
+                   "[ordering][dlpack][consumer_stream][lifetime]", PlainBlob, OrderedBlob) {
+    namespace dlpack = syncblob::dlpack;
+    namespace audit = syncblob::audit;
+    constexpr bool ordered = std::is_same_v<TestType, OrderedBlob>;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        std::vector<float> out(8, 0.0f);
+        {
+            const audit::ModeScope counting(audit::Mode::count);
+            {
+                TestType blob{8};
+                blob.set_stream(s);
+                set_kernel(s, blob.mutable_device_data(), 8, 5.0f);
+                audit::reset();
+                auto* t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+                consume(c, static_cast<const float*>(t->dl_tensor.data), out.data(), 8);
+                t->deleter(t);  // the consumer lets go first, its read still queued on c
+            }                   // the blob lets go last and frees the block after c's read
+            if (ordered) {
+                CHECK(audit::counts().empty());  // in stream order on s, which waits for c
+            } else {
+                // A synchronous free: the host waits for c and s first, and the free is counted.
+                CHECK(audit::total(audit::Wait::blocking_free) == 1);
+                CHECK(audit::total(audit::Wait::device_synchronize) == 0);
+            }
+        }
+        SimulatedDevice::synchronize();
+        CHECK(all_equal(out, 5.0f));
+        finish();
+    }
+}
+
+TEMPLATE_TEST_CASE("A plain device backend frees a block lent to a consumer stream after that stream's work",
+                   "[ordering][dlpack][consumer_stream][lifetime]", PlainBlob) {
+    namespace dlpack = syncblob::dlpack;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        std::vector<float> out(8, 0.0f);
+        dlpack::DLManagedTensorVersioned* t = nullptr;
+        {
+            TestType blob{8};
+            blob.set_stream(s);
+            set_kernel(s, blob.mutable_device_data(), 8, 3.0f);
+            t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+            read_kernel(s, static_cast<const float*>(t->dl_tensor.data), 8);
+        }
+        consume(c, static_cast<const float*>(t->dl_tensor.data), out.data(), 8);
+        t->deleter(t);  // frees at once: the host waited for c (and s) first
+        CHECK(all_equal(out, 3.0f));
+        finish();
+    }
+}
+
+TEMPLATE_TEST_CASE("DLPack export to a consumer stream of device 1 works with device 0 current",
+                   "[ordering][dlpack][consumer_stream][devices]", PlainBlob, OrderedBlob) {
+    namespace dlpack = syncblob::dlpack;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed, 2)};
+        SimulatedDevice::set_device(1);
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        std::vector<float> out(8, 0.0f);
+        dlpack::DLManagedTensorVersioned* t = nullptr;
+        {
+            TestType blob{8};
+            blob.set_stream(s);
+            set_kernel(s, blob.mutable_device_data(), 8, 4.0f);
+            SimulatedDevice::set_device(0);
+            t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+            CHECK(t->dl_tensor.device.device_id == 1);
+            SimulatedDevice::set_device(1);
+            consume(c, static_cast<const float*>(t->dl_tensor.data), out.data(), 8);
+            SimulatedDevice::set_device(0);
+        }               // the blob lets go with device 0 current
+        t->deleter(t);  // and so does the consumer, last
+        SimulatedDevice::synchronize();
+        CHECK(all_equal(out, 4.0f));
+        finish();
+    }
+}
+
+TEST_CASE("The last DLPack deleter waits for the blob's pending copy, even in the audit's error mode",
+          "[ordering][dlpack][consumer_stream][lifetime]") {
+    namespace dlpack = syncblob::dlpack;
+    namespace audit = syncblob::audit;
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        const auto s = SimulatedDevice::create_stream();
+        const auto c = SimulatedDevice::create_stream();
+        dlpack::DLManagedTensorVersioned* t = nullptr;
+        {
+            PlainBlob blob{8};
+            blob.set_stream(s);
+            set_kernel(s, blob.mutable_device_data(), 8, 2.0f);
+            t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, c);
+            blob.data_buffer()->pull_to_host_async();  // a D->H copy into the host block, pending
+        }                                              // the tensor alone holds the buffer now
+        {
+            const audit::ModeScope error(audit::Mode::error);
+            t->deleter(t);  // destroys the buffer: its host block is freed after the copy, not before
         }
         finish();
     }

@@ -29,6 +29,7 @@
 #include "../blob.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
+#include "../core/sync_audit.hpp"
 #include "../memory/simulated_device.hpp"
 #include "../memory/synced_buffer.hpp"
 #include "detail/dlpack_import.hpp"
@@ -130,8 +131,20 @@ struct Exported {
     std::array<std::int64_t, Shape::max_axes> shape{};
     std::array<std::int64_t, Shape::max_axes> strides{};
 
-    static void deleter(Managed* self) noexcept { delete static_cast<Exported*>(self->manager_ctx); }
+    // The buffer goes first: when it was the blob's last, it lets go of the memory before the
+    // tensor's hold does, so the hold, last, frees a block on the stream the consumer named.
+    static void deleter(Managed* self) noexcept {
+        const audit::Operation audited("dlpack deleter");
+        const audit::CountOnly releasing;  // a release: its waits protect the memory, never thrown
+        auto* exported = static_cast<Exported*>(self->manager_ctx);
+        exported->buffer.reset();
+        exported->held.reset();
+        delete exported;
+    }
 };
+
+template <class BlobRef>
+using StreamOf = typename std::remove_const_t<BlobRef>::device_backend::stream_type;
 
 template <class B>
 inline constexpr bool is_blob = false;
@@ -140,8 +153,9 @@ inline constexpr bool is_blob<Blob<T, A>> = true;
 template <class B>
 concept IsBlob = is_blob<B>;
 
+// `consumer`: the stream the consumer named, or null (see to_dlpack).
 template <class Managed, class BlobRef>
-Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part) {
+Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part, const StreamOf<BlobRef>* consumer) {
     using BlobType = std::remove_const_t<BlobRef>;
     using T = typename BlobType::value_type;
     using Backend = typename BlobType::device_backend;
@@ -151,6 +165,13 @@ Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part) {
     if (!blob.has_shape()) {
         throw StateError(std::string(op) + ": the blob has no shape (DLPack has no tensor without one)");
     }
+    if (consumer != nullptr && side != Side::device) {
+        throw OptionError(std::string(op) + ": a consumer stream was named for the host side; host memory has no " +
+                          "stream (export it without one)");
+    }
+    // Without a consumer stream the export waits for the blob's stream, as documented: asked for.
+    const audit::Operation audited(op,
+                                   consumer == nullptr ? audit::Waits{audit::Wait::event_synchronize} : audit::Waits{});
     DLDevice device{DeviceType::cpu, 0};
     if (side == Side::device) {
         if constexpr (!Backend::has_device) {
@@ -182,11 +203,19 @@ Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part) {
         } else {
             p = part == Part::data ? blob.mutable_device_data() : blob.mutable_device_diff();
         }
-        // The consumer may use the memory from any stream: finish what the blob's stream has queued.
-        auto done = Backend::record(buffer->stream());
-        Backend::wait(done);
-        exported->held = buffer->hold_device();
         const int id = buffer->device_id();
+        if (consumer == nullptr) {
+            // The consumer may use the memory from any stream: finish what the blob's stream has queued.
+            auto done = Backend::record(buffer->stream());
+            Backend::wait(done);
+            exported->held = buffer->hold_device();
+        } else {
+            // The consumer's stream waits for the blob's, the host for neither; the memory is freed
+            // after the consumer's work on its stream.
+            const DeviceGuard<Backend> guard(id);
+            syncblob::detail::order_after<Backend>(buffer->stream(), *consumer);
+            exported->held = buffer->hold_device(*consumer);
+        }
         device.device_id = id >= 0 ? id : Backend::current_device();
     }
     exported->buffer = buffer;
@@ -327,16 +356,38 @@ Blob<T, A> import_tensor(const DLTensor& t, bool read_only, ImportOptions option
 /// blob it is exported for writing and marked as the fresh one (as `mutable_host_data()` /
 /// `mutable_device_data()` do), so what the consumer writes is what the blob reads next; exported
 /// through a const blob it is only read and the tensor carries `flag_read_only`. The device side
-/// is synchronised with the blob's stream. The tensor keeps the buffer and the exported memory
-/// alive until the consumer calls its deleter, even if the blob is reshaped, destroyed, or given
-/// other memory meanwhile. Host memory is `CPU` memory; device memory is the backend's
-/// `DeviceTypeOf` (see there).
-/// \throws StateError for a blob without a shape; NoDeviceError / DeviceError for the device side
-/// of a backend without a DLPack device type; whatever the accessor throws (nothing is exported).
+/// is synchronised with the blob's stream: the host waits for it (the form below, for a consumer
+/// that names its stream, does not). When the consumer's deleter runs after the blob let go of
+/// the memory, the block is freed by the backend's synchronous `deallocate` (for
+/// `cuda::AsyncPool`, after a device-wide wait): the consumer may have used it from any stream. The tensor keeps the
+/// buffer and the exported memory alive until the consumer calls its deleter, even if the blob is reshaped, destroyed,
+/// or given other memory meanwhile. Host memory is `CPU` memory; device memory is the backend's `DeviceTypeOf` (see
+/// there). \throws StateError for a blob without a shape; NoDeviceError / DeviceError for the device side of a backend
+/// without a DLPack device type; whatever the accessor throws (nothing is exported).
 template <class BlobRef>
 requires detail::IsBlob<std::remove_const_t<BlobRef>>
 [[nodiscard]] DLManagedTensorVersioned* to_dlpack(BlobRef& blob, Side side = Side::host, Part part = Part::data) {
-    return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part);
+    return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part, nullptr);
+}
+
+/// Exports the device side for a consumer that uses it on `consumer`, a stream of the device the
+/// memory lives on (DLPack's stream exchange: Python's `__dlpack__(stream=...)`). As above, but
+/// nothing waits on the host: `consumer` is made to wait for the work queued so far on the blob's
+/// stream, so the consumer's work issued there after this call sees the blob's writes. When the
+/// consumer's deleter runs after the blob has let go of the memory, the block is freed after the
+/// consumer's work queued on `consumer` so far, on `consumer`, in stream order (with a
+/// stream-ordered backend such as `cuda::AsyncPool`: `cudaFreeAsync` there, no device-wide wait);
+/// when the blob lets go last, it frees the block on its own stream after the consumer's work. A
+/// backend without stream-ordered frees (`cuda::Device`, `SimulatedDevice`) makes the host wait
+/// for those streams before its synchronous free instead. The deleter must run once the
+/// consumer's work on the memory has been issued on `consumer`, and the blob's own later work on
+/// the memory, if any, is the caller's to order with the consumer's (as with any shared memory).
+/// \throws OptionError for the host side (host memory has no stream); as above otherwise.
+template <class BlobRef>
+requires detail::IsBlob<std::remove_const_t<BlobRef>>
+[[nodiscard]] DLManagedTensorVersioned* to_dlpack(BlobRef& blob, Side side, Part part,
+                                                  detail::StreamOf<BlobRef> consumer) {
+    return detail::export_blob<DLManagedTensorVersioned>("dlpack::to_dlpack", blob, side, part, &consumer);
 }
 
 /// Exports as the legacy `DLManagedTensor`, for consumers older than DLPack 1.0 (libtorch 1.13,
@@ -347,7 +398,15 @@ requires detail::IsBlob<std::remove_const_t<BlobRef>>
 template <class BlobRef>
 requires detail::IsBlob<std::remove_const_t<BlobRef>>
 [[nodiscard]] DLManagedTensor* to_dlpack_legacy(BlobRef& blob, Side side = Side::host, Part part = Part::data) {
-    return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part);
+    return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part, nullptr);
+}
+
+/// The legacy struct for a consumer that names its stream: as `to_dlpack(blob, side, part, consumer)`.
+template <class BlobRef>
+requires detail::IsBlob<std::remove_const_t<BlobRef>>
+[[nodiscard]] DLManagedTensor* to_dlpack_legacy(BlobRef& blob, Side side, Part part,
+                                                detail::StreamOf<BlobRef> consumer) {
+    return detail::export_blob<DLManagedTensor>("dlpack::to_dlpack_legacy", blob, side, part, &consumer);
 }
 
 /// Imports a DLPack tensor (`DLManagedTensorVersioned` or the legacy `DLManagedTensor`, syncblob's

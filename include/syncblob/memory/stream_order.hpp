@@ -40,6 +40,17 @@ void finish_before_free(typename Device::stream_type stream) noexcept {
     }
 }
 
+/// Blocks until `event` is reached, as `finish_before_free` does for a stream: before memory the
+/// work up to it uses is freed.
+template <DeviceBackend Device>
+void wait_before_free(typename Device::event_type& event) noexcept {
+    const audit::CountOnly audited;
+    try {
+        Device::wait(event);
+    } catch (...) {  // a failing device cannot be waited on; the memory is freed all the same
+    }
+}
+
 /// The asynchronous copy a buffer issued (`push_to_device_async`, `pull_to_host_async`), tracked by
 /// its event until both the host and the buffer's stream have waited for it.
 template <DeviceBackend Device>

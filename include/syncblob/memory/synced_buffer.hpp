@@ -354,9 +354,23 @@ public:
         return host_holding_.hold();
     }
     /// The device counterpart of `hold_host` (`set_device_data`, a copy on write of the device side).
+    /// The holder may use the memory from any stream: when the buffer lets go of an owned block
+    /// first, the host waits for the buffer's stream, and the last holder frees the block with
+    /// the backend's synchronous `deallocate` (for `cuda::AsyncPool`, a device-wide wait).
     [[nodiscard]] std::shared_ptr<void> hold_device() const {
         std::lock_guard lock(mutex_);
         return device_holding_.hold();
+    }
+    /// As `hold_device()`, for a holder that uses the memory only from `stream` (a stream of the
+    /// device the memory lives on) and lets go once its work there is issued. Whoever lets go
+    /// last (the buffer or a holder) frees an owned block after the others' work: with a
+    /// stream-ordered backend in stream order on its own stream, which first waits for the
+    /// others' streams, so no host waits; with another backend the host waits for those streams
+    /// before the free. When the memory also has a holder that named no stream, it is freed as
+    /// `hold_device()` says.
+    [[nodiscard]] std::shared_ptr<void> hold_device(stream_type stream) const {
+        std::lock_guard lock(mutex_);
+        return device_holding_.hold(&stream);
     }
 
 private:

@@ -46,6 +46,7 @@ namespace {
 struct State {
     std::mutex mutex;
     std::map<std::string, std::uint64_t> calls;
+    std::map<const void*, std::uint64_t> frees_on;     // cudaFreeAsync calls, by stream
     std::map<const void*, std::size_t> device_blocks;  // cudaMalloc and pool blocks, by start
     int current = 0;
     std::mutex pools;              // the memory pools' own lock (the driver's, on a GPU)
@@ -111,10 +112,18 @@ std::map<std::string, std::uint64_t> all_calls() {
     return s.calls;
 }
 
+std::uint64_t frees_on(const void* stream) {
+    auto& s = state();
+    const std::lock_guard lock(s.mutex);
+    const auto it = s.frees_on.find(stream);
+    return it == s.frees_on.end() ? 0 : it->second;
+}
+
 void reset() {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
     s.calls.clear();
+    s.frees_on.clear();
 }
 
 void set_device_capacity(std::uint64_t bytes) {
@@ -265,8 +274,13 @@ cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, c
     pool_blocks()[*p] = {pool, size};
     return cudaSuccess;
 }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
     count("cudaFreeAsync");
+    {
+        auto& s = state();
+        const std::lock_guard lock(s.mutex);
+        ++s.frees_on[stream];
+    }
     const std::lock_guard lock(state().pools);
     const auto it = pool_blocks().find(p);
     if (it == pool_blocks().end()) {

@@ -13,6 +13,8 @@ namespace syncblob_standin {
 std::uint64_t calls(const std::string& name);
 /// Every call counted since the last `reset`, by name.
 std::map<std::string, std::uint64_t> all_calls();
+/// How many `cudaFreeAsync` calls named `stream` since the last `reset`.
+std::uint64_t frees_on(const void* stream);
 /// Forgets the counts.
 void reset();
 /// Makes the memory pools fail an allocation (`cudaErrorMemoryAllocation`) that would take what all

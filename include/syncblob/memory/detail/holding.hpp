@@ -9,6 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "../device_backend.hpp"
 #include "../host_allocator.hpp"
@@ -114,32 +118,122 @@ struct HostHolding {
 /// keep-alive handle of borrowed memory. The pointer itself lives with the buffer's hot members.
 template <DeviceBackend Device>
 struct DeviceHolding {
+    using stream_type = typename Device::stream_type;
+    using event_type = typename Device::event_type;
+
     bool owned = false;
     int device = -1;
     std::shared_ptr<void> keep_alive;
     bool refuses_writes = false;  ///< a read-only borrow that refuses mutable access (Borrow::refuse_writes)
 
-    /// What a released side leaves to its holders (see HostHolding::hold).
+    /// The memory the buffer lends (see HostHolding::hold), shared by the buffer and its holders:
+    /// whichever of them lets go last frees an owned block (`let_go`).
     struct Lent {
-        void* block = nullptr;
+        std::mutex mutex;
+        void* block = nullptr;  ///< the owned block, once the buffer has let go of it
         std::size_t bytes = 0;
+        int device = -1;
         std::shared_ptr<void> keep_alive;
+        std::vector<event_type> after;  ///< how far the streams of those who let go first had got
+        std::size_t users = 1;          ///< the buffer until it lets go, and each hold not yet let go
+        bool unordered = false;         ///< a hold named no stream: the block is freed synchronously
+
         Lent() = default;
         Lent(const Lent&) = delete;
         Lent& operator=(const Lent&) = delete;
-        ~Lent() {
-            if (block != nullptr) {
-                Device::deallocate(block, bytes);
+
+        /// One user lets go: the buffer (`buffer`, after it released the side) or a hold. `stream`
+        /// is where its work on the memory was issued (null: a hold that named none). While others
+        /// remain it records how far `stream` has got; a buffer whose holders include one that
+        /// named no stream waits for its stream instead, as a free of its block would. The last
+        /// one frees an owned block: with every user on a stream, in stream order on its own stream
+        /// after the others' recorded work (the host does not wait; a backend without
+        /// stream-ordered frees waits for those streams and frees at once); otherwise after the
+        /// host waited for every stream it knows of, by the backend's synchronous `deallocate`
+        /// (`cudaFree`, or `cuda::AsyncPool`'s device-wide wait), since a user that named no stream
+        /// may have used the memory from any.
+        void let_go(const stream_type* stream, bool buffer) noexcept {
+            const std::lock_guard lock(mutex);
+            try {
+                const DeviceGuard<Device> guard(device);
+                let_go_locked(stream, buffer);
+            } catch (...) {  // its device cannot be made current: from the current one
+                let_go_locked(stream, buffer);
             }
         }
+
+    private:
+        void let_go_locked(const stream_type* stream, bool buffer) noexcept {
+            if (--users != 0) {
+                if (stream != nullptr && (!buffer || block != nullptr)) {
+                    if (buffer && unordered) {
+                        finish_before_free<Device>(*stream);
+                    } else {
+                        try {
+                            after.push_back(Device::record(*stream));
+                        } catch (...) {        // not recorded: the last user frees synchronously, as for
+                            unordered = true;  // a holder that named no stream
+                        }
+                    }
+                }
+                return;
+            }
+            if (block == nullptr) {
+                return;  // borrowed memory: the keep-alive goes with this
+            }
+            void* b = std::exchange(block, nullptr);
+            if constexpr (StreamOrderedBackend<Device>) {
+                if (!unordered && stream != nullptr) {
+                    try {
+                        for (auto& e : after) {
+                            Device::stream_wait(*stream, e);
+                        }
+                        Device::deallocate_async(b, bytes, *stream);
+                        return;
+                    } catch (...) {  // the stream cannot wait: the host does, below
+                    }
+                }
+            }
+            for (auto& e : after) {
+                wait_before_free<Device>(e);
+            }
+            if (stream != nullptr) {
+                finish_before_free<Device>(*stream);
+            }
+            Device::deallocate(b, bytes);
+        }
     };
+
+    /// One holder of the lent memory; lets go when destroyed.
+    class Hold {
+    public:
+        Hold(std::shared_ptr<Lent> lent, const stream_type* stream) : lent_(std::move(lent)) {
+            if (stream != nullptr) {
+                stream_ = *stream;
+            }
+            const std::lock_guard lock(lent_->mutex);
+            ++lent_->users;
+            lent_->unordered = lent_->unordered || stream == nullptr;
+        }
+        ~Hold() { lent_->let_go(stream_ ? &*stream_ : nullptr, false); }
+        Hold(const Hold&) = delete;
+        Hold& operator=(const Hold&) = delete;
+
+    private:
+        std::shared_ptr<Lent> lent_;
+        std::optional<stream_type> stream_;
+    };
+
     std::shared_ptr<Lent> lent;
 
-    [[nodiscard]] std::shared_ptr<void> hold() {
+    /// A handle that keeps the current memory valid after the buffer lets go of it, used on
+    /// `stream` (null: on streams nobody named; see Lent::let_go).
+    [[nodiscard]] std::shared_ptr<void> hold(const stream_type* stream = nullptr) {
         if (!lent) {
             lent = std::make_shared<Lent>();
         }
-        return lent;
+        lent->device = device;
+        return std::make_shared<Hold>(lent, stream);
     }
 
     /// True when any of the `n` bytes at `p` lie in the owned `bytes` bytes at `block`.
@@ -148,7 +242,7 @@ struct DeviceHolding {
     }
 
     /// Frees a block of the buffer's own that nothing else holds, as `release` says.
-    static void free_block(void* block, std::size_t bytes, typename Device::stream_type stream) noexcept {
+    static void free_block(void* block, std::size_t bytes, stream_type stream) noexcept {
         if constexpr (StreamOrderedBackend<Device>) {
             Device::deallocate_async(block, bytes, stream);
         } else {
@@ -162,18 +256,21 @@ struct DeviceHolding {
     /// still reads it (cudaFree only hides this by synchronising the whole device). A
     /// stream-ordered backend frees it on `stream` and the host does not wait; other backends free
     /// it once the host has waited for `stream`.
-    /// With holders, the block (and the keep-alive) goes to them instead, freed with the last one
-    /// by the backend's synchronous `deallocate`: the holders' work runs on streams the buffer
-    /// cannot see, so only the host waiting here for the buffer's stream, and the backend's
-    /// synchronous free, can order it (see `Lent`).
-    void release(void* block, std::size_t bytes, typename Device::stream_type stream) noexcept {
+    /// With holders, the block (and the keep-alive) goes to them instead, freed by the last one
+    /// (Lent::let_go): holders that named the streams they use free it in stream order; one that
+    /// named none makes the host wait here for the buffer's stream, as before.
+    void release(void* block, std::size_t bytes, stream_type stream) noexcept {
         if (lent) {
-            if (owned) {
-                finish_before_free<Device>(stream);
-                lent->block = block;
-                lent->bytes = bytes;
+            {
+                const std::lock_guard lock(lent->mutex);
+                if (owned) {
+                    lent->block = block;
+                    lent->bytes = bytes;
+                }
+                lent->device = device;
+                lent->keep_alive = std::move(keep_alive);
             }
-            lent->keep_alive = std::move(keep_alive);
+            lent->let_go(&stream, true);
             lent.reset();
         } else if (owned) {
             free_block(block, bytes, stream);
