@@ -30,13 +30,12 @@
 #include <string_view>
 #include <vector>
 
-#include "../checkpoint/arena_loader.hpp"
+#include "../checkpoint/arena_loader.hpp"  // with io::Checkpoint: the checkpoint layer is what comm uses
 #include "../checkpoint/options.hpp"
 #include "../checkpoint/plan.hpp"
 #include "../checkpoint/read_chunk.hpp"
 #include "../core/error.hpp"
 #include "../core/thread_pool.hpp"
-#include "../io/checkpoint.hpp"
 #include "detail/mpi_agree.hpp"
 #include "detail/mpi_call.hpp"
 #include "detail/mpi_staging.hpp"
