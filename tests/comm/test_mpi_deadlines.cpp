@@ -187,7 +187,8 @@ TEST_CASE("mpi: a rank that never joins ends every rank's call in a TimeoutError
         message = outcome([&] { mpi::broadcast_data(arena, own.comm, 0, options); });
     }
     INFO("rank " << rank_in(MPI_COMM_WORLD) << ": " << message);
-    CHECK_THAT(message, Catch::StartsWith("TimeoutError: mpi::broadcast_data: timed out after 300 ms on rank "));
+    CHECK_THAT(message, Catch::StartsWith("TimeoutError: mpi::broadcast_data: timed out after 300 ms on rank ") &&
+                            Catch::Contains("or the network or the host it runs on failed"));  // across hosts too
     CHECK(everywhere(message.starts_with("TimeoutError: ")));
     // A rank that gave up refuses new calls on that communicator at once, without a collective.
     const std::string next = outcome([&] { mpi::allreduce_diff(arena, own.comm, Reduce::sum, options); });
