@@ -16,24 +16,14 @@
 
 #include "../audit/training_step.hpp"
 #include "../io/tempfile.hpp"
+#include "audit_counts.hpp"
 #include "mpi_test_support.hpp"
 
 namespace audit = syncblob::audit;
 namespace mpi = syncblob::mpi;
 using audit::Wait;
 using audit_test::Device;
-
-namespace {
-
-std::uint64_t calls(const std::string& operation, Wait w) {
-    std::uint64_t n = 0;
-    for (const auto& c : audit::counts()) {
-        n += c.operation == operation && c.wait == w ? c.calls : 0;
-    }
-    return n;
-}
-
-}  // namespace
+using test::audit_calls;
 
 TEST_CASE("mpi: a steady training step agrees once, then waits only for its buckets, the loss and the checkpoints",
           "[mpi][audit]") {
@@ -62,7 +52,7 @@ TEST_CASE("mpi: a steady training step agrees once, then waits only for its buck
         for (int s = 1; s <= 2; ++s) {
             (void)model.step(s, all_reduce, 2, folder);
         }
-        CHECK(calls("mpi agreement", Wait::collective) == 1);  // at the construction, in warm-up
+        CHECK(audit_calls("mpi agreement", Wait::collective) == 1);  // at the construction, in warm-up
         audit::reset();
         {
             const audit::ModeScope strict(audit::Mode::error);
@@ -73,8 +63,8 @@ TEST_CASE("mpi: a steady training step agrees once, then waits only for its buck
         INFO("rank " << rank_in(MPI_COMM_WORLD) << "\n" << audit::table());
         CHECK(agreements == 1);
         CHECK(audit::unasked() == 0);
-        CHECK(calls("mpi agreement", Wait::collective) == 0);
-        CHECK(calls("mpi::BucketedAllreduce::wait", Wait::collective) == 5);
+        CHECK(audit_calls("mpi agreement", Wait::collective) == 0);
+        CHECK(audit_calls("mpi::BucketedAllreduce::wait", Wait::collective) == 5);
         CHECK(audit::total(Wait::device_synchronize) == 0);
         CHECK(audit::total(Wait::system_allocation) == 0);
         CHECK(audit::total(Wait::host_result) == 5);

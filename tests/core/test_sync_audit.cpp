@@ -9,9 +9,12 @@
 
 #include <syncblob/core/sync_audit.hpp>
 
+#include "audit_counts.hpp"
+
 namespace audit = syncblob::audit;
 using audit::Wait;
 using Catch::Matchers::Contains;
+using test::audit_calls;
 
 namespace {
 
@@ -21,15 +24,6 @@ struct Fresh {
     ~Fresh() { audit::reset(); }
     audit::ModeScope scope;
 };
-
-std::uint64_t calls(const std::string& operation, Wait w, bool asked) {
-    for (const auto& c : audit::counts()) {
-        if (c.operation == operation && c.wait == w && c.asked == asked) {
-            return c.calls;
-        }
-    }
-    return 0;
-}
 
 }  // namespace
 
@@ -54,10 +48,10 @@ TEST_CASE("audit counts each wait by the innermost operation, asked or not", "[c
         audit::note(Wait::blocking_free);  // back in the outer one: a free is never asked for
     }
     audit::note(Wait::stream_synchronize);  // outside every operation: the caller's own
-    CHECK(calls("SyncedBuffer::host_data", Wait::synchronous_copy, true) == 1);
-    CHECK(calls("SyncedBuffer::device_data", Wait::system_allocation, false) == 1);
-    CHECK(calls("SyncedBuffer::host_data", Wait::blocking_free, false) == 1);
-    CHECK(calls("caller", Wait::stream_synchronize, true) == 1);
+    CHECK(audit_calls("SyncedBuffer::host_data", Wait::synchronous_copy, true) == 1);
+    CHECK(audit_calls("SyncedBuffer::device_data", Wait::system_allocation, false) == 1);
+    CHECK(audit_calls("SyncedBuffer::host_data", Wait::blocking_free, false) == 1);
+    CHECK(audit_calls("caller", Wait::stream_synchronize, true) == 1);
     CHECK(audit::unasked() == 2);
     CHECK(audit::total(Wait::synchronous_copy) == 1);
     CHECK_THAT(audit::table(), Contains("| `SyncedBuffer::device_data` | system_allocation | no | 1 |"));
@@ -101,7 +95,7 @@ TEST_CASE("audit error mode refuses a wait the operation did not ask for, before
         CHECK_THAT(std::string(e.what()), Contains("nccl agreement: a wait it did not ask for (event_synchronize;"));
     }
     CHECK_FALSE(waited);
-    CHECK(calls("nccl agreement", Wait::event_synchronize, false) == 1);  // counted too
+    CHECK(audit_calls("nccl agreement", Wait::event_synchronize, false) == 1);  // counted too
     {
         const audit::Operation asked("math::asum", audit::Waits{Wait::host_result});
         audit::note(Wait::host_result);  // asked: no error
@@ -111,8 +105,8 @@ TEST_CASE("audit error mode refuses a wait the operation did not ask for, before
         audit::note(Wait::event_synchronize);
     }
     audit::note_nothrow(Wait::blocking_free);
-    CHECK(calls("nccl agreement", Wait::event_synchronize, false) == 2);
-    CHECK(calls("nccl agreement", Wait::blocking_free, false) == 1);
+    CHECK(audit_calls("nccl agreement", Wait::event_synchronize, false) == 2);
+    CHECK(audit_calls("nccl agreement", Wait::blocking_free, false) == 1);
 }
 
 TEST_CASE("audit operations are per thread", "[core][audit]") {
@@ -121,8 +115,8 @@ TEST_CASE("audit operations are per thread", "[core][audit]") {
     std::thread other([] { audit::note(Wait::collective); });
     other.join();
     audit::note(Wait::collective);
-    CHECK(calls("caller", Wait::collective, true) == 1);
-    CHECK(calls("main thread op", Wait::collective, false) == 1);
+    CHECK(audit_calls("caller", Wait::collective, true) == 1);
+    CHECK(audit_calls("main thread op", Wait::collective, false) == 1);
 }
 
 TEST_CASE("audit wait kinds have names and sets of them work", "[core][audit]") {

@@ -16,9 +16,12 @@
 #include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
 
+#include "audit_counts.hpp"
+
 namespace audit = syncblob::audit;
 using audit::Wait;
 using syncblob::SimulatedDevice;
+using test::audit_calls;
 
 namespace {
 
@@ -28,15 +31,6 @@ struct Counting {
     audit::ModeScope mode;
     SimulatedDevice::Scope scope{SimulatedDevice::Settings{}};
 };
-
-std::uint64_t calls(const std::string& operation, Wait w, bool asked) {
-    for (const auto& c : audit::counts()) {
-        if (c.operation == operation && c.wait == w && c.asked == asked) {
-            return c.calls;
-        }
-    }
-    return 0;
-}
 
 }  // namespace
 
@@ -59,7 +53,7 @@ TEST_CASE("SimulatedDevice reports each wait and system allocation to the sync a
     for (const Wait w : {Wait::system_allocation, Wait::event_synchronize, Wait::synchronous_copy,
                          Wait::device_synchronize, Wait::blocking_free}) {
         CAPTURE(audit::wait_name(w));
-        CHECK(calls("caller", w, true) == 1);  // called by the test itself: its own waits
+        CHECK(audit_calls("caller", w, true) == 1);  // called by the test itself: its own waits
     }
     CHECK(host[0] == 0);
 }
@@ -94,13 +88,13 @@ TEST_CASE("A buffer's first device touch waits for nothing; a host read of devic
         return host[0] == 0 && host[1023] == 0;
     };
     CHECK(touch());  // warm-up: the pool takes its first block from the system
-    CHECK(calls("SyncedBuffer::mutable_device_data", Wait::system_allocation, false) == 1);
+    CHECK(audit_calls("SyncedBuffer::mutable_device_data", Wait::system_allocation, false) == 1);
     audit::reset();
     {
         const audit::ModeScope strict(audit::Mode::error);  // any wait nobody asked for throws now
         CHECK(touch());
     }
-    CHECK(calls("SyncedBuffer::host_data", Wait::synchronous_copy, true) == 1);
+    CHECK(audit_calls("SyncedBuffer::host_data", Wait::synchronous_copy, true) == 1);
     CHECK(audit::unasked() == 0);
     CHECK(audit::total(Wait::system_allocation) == 0);  // the block came back from the pool's cache
     syncblob::SimulatedAsyncDevice::empty_cache();
