@@ -101,10 +101,8 @@ void load_document(Pass&& pass, Blob<T, A>& blob, const LoadOptions& options, st
     detail::StagedLoad<T, A> stage(blob, doc.shape);
     const std::span<T> data = stage.data();
     const std::span<T> diff = doc.has_diff ? stage.diff() : std::span<T>{};
-    syncblob::detail::visit_dtype(doc.dtype, [&]<class S>(std::type_identity<S>) {
-        dj::DocumentFill<S, T> fill(source, data, diff, convert_rule(options));
-        pass(fill);
-    });
+    dj::DocumentFill fill = dj::DocumentFill::of(doc.dtype, source, data, diff, convert_rule(options));
+    pass(fill);
     stage.commit(blob);
 }
 

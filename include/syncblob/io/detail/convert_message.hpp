@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "../../core/convert.hpp"
@@ -41,44 +42,91 @@ template <Element S>
     }
 }
 
+/// Why a value is not exactly its target type.
+enum class Refusal : std::uint8_t { not_bool, nan, out_of_range, not_whole, infinite, not_positive, overflow };
+
+/// Why `v` of element type S is not exactly a `T`, given what saturating gives (`saturated`).
+template <Element T, Element S>
+[[nodiscard]] Refusal refusal_of(S v, T saturated) {
+    if constexpr (std::same_as<T, bool>) {
+        return Refusal::not_bool;
+    } else if constexpr (std::integral<T>) {
+        if constexpr (std::integral<S>) {
+            return Refusal::out_of_range;  // an integer source is inexact only when out of range
+        } else {
+            const double d = syncblob::detail::as_double(v);
+            if (d != d) {
+                return Refusal::nan;
+            }
+            const bool out_of_range = d >= static_cast<double>(std::numeric_limits<T>::max()) + 1.0 ||
+                                      d < static_cast<double>(std::numeric_limits<T>::min());
+            return out_of_range ? Refusal::out_of_range : Refusal::not_whole;
+        }
+    } else {
+        const double d = syncblob::detail::as_double(v);
+        if (syncblob::detail::is_infinite(d)) {
+            return Refusal::infinite;
+        }
+        if (d <= 0 && syncblob::detail::as_double(saturated) > 0) {  // a type of positive values only (F8_E8M0)
+            return Refusal::not_positive;
+        }
+        return Refusal::overflow;
+    }
+}
+
+/// What bounds a `T` for a refusal's message: its range for an integer type, its largest finite
+/// value for a floating one.
+template <Element T>
+[[nodiscard]] std::string bound_text() {
+    if constexpr (std::same_as<T, bool>) {
+        return {};
+    } else if constexpr (std::integral<T>) {
+        return std::to_string(std::numeric_limits<T>::min()) + ", " + std::to_string(std::numeric_limits<T>::max());
+    } else {
+        return element_text(syncblob::detail::largest_finite<T>());
+    }
+}
+
+/// A refusal's message from its parts, each made knowing one element type only (the text is built
+/// once here, not once for every pair of types).
+[[nodiscard]] inline std::string refusal_message(const std::string& value, std::string_view from, Refusal why,
+                                                 std::string_view to, const std::string& bound,
+                                                 const std::string& saturated) {
+    const std::string name(to);
+    std::string text = "value " + value + " (" + std::string(from) + ") ";
+    switch (why) {
+        case Refusal::not_bool:
+            text += "is neither 0 nor 1, which BOOL needs";
+            break;
+        case Refusal::nan:
+            text += "is NaN, which " + name + " cannot hold";
+            break;
+        case Refusal::out_of_range:
+            text += "is out of the range of " + name + " [" + bound + "]";
+            break;
+        case Refusal::not_whole:
+            text += "is not a whole number, which " + name + " needs";
+            break;
+        case Refusal::infinite:
+            text += "is infinite, which " + name + " cannot hold";
+            break;
+        case Refusal::not_positive:
+            text += "is not positive, which " + name + " needs (its least value is " + saturated + ")";
+            break;
+        case Refusal::overflow:
+            text += "overflows " + name + " (its largest finite value is " + bound + ")";
+            break;
+    }
+    return text + "; LoadOptions::saturate would load it as " + saturated;
+}
+
 /// Why `v` of element type S is not exactly a `T`, and what saturating gives: "value -1 (I64) is
 /// out of the range of U8 [0, 255]; LoadOptions::saturate would load it as 0".
 template <Element T, Element S>
 [[nodiscard]] std::string conversion_problem(S v) {
-    const syncblob::detail::Converted<T> c = syncblob::detail::convert_checked<T>(v);
-    std::string why;
-    if constexpr (std::same_as<T, bool>) {
-        why = "is neither 0 nor 1, which BOOL needs";
-    } else if constexpr (std::integral<T>) {
-        bool out_of_range = true;  // an integer source is inexact only when out of range
-        if constexpr (!std::integral<S>) {
-            const double d = syncblob::detail::as_double(v);
-            out_of_range = d >= static_cast<double>(std::numeric_limits<T>::max()) + 1.0 ||
-                           d < static_cast<double>(std::numeric_limits<T>::min());
-            if (d != d) {
-                why = "is NaN, which " + std::string(element_name<T>()) + " cannot hold";
-            }
-        }
-        if (why.empty()) {
-            why = out_of_range ? "is out of the range of " + std::string(element_name<T>()) + " [" +
-                                     std::to_string(std::numeric_limits<T>::min()) + ", " +
-                                     std::to_string(std::numeric_limits<T>::max()) + "]"
-                               : "is not a whole number, which " + std::string(element_name<T>()) + " needs";
-        }
-    } else {
-        const double d = syncblob::detail::as_double(v);
-        const std::string name(element_name<T>());
-        if (syncblob::detail::is_infinite(d)) {
-            why = "is infinite, which " + name + " cannot hold";
-        } else if (d <= 0 && syncblob::detail::as_double(c.value) > 0) {  // a type of positive values only (F8_E8M0)
-            why = "is not positive, which " + name + " needs (its least value is " + element_text(c.value) + ")";
-        } else {
-            why = "overflows " + name + " (its largest finite value is " +
-                  element_text(syncblob::detail::largest_finite<T>()) + ")";
-        }
-    }
-    return "value " + element_text(v) + " (" + std::string(element_name<S>()) + ") " + why +
-           "; LoadOptions::saturate would load it as " + element_text(c.value);
+    const T saturated = syncblob::detail::convert_checked<T>(v).value;
+    return refusal_message(element_text(v), element_name<S>(), refusal_of<T>(v, saturated), element_name<T>(),
+                           bound_text<T>(), element_text(saturated));
 }
 
 /// `conversion_problem` for the little-endian element of dtype `from` at `p`.

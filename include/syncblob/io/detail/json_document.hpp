@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "../../core/shape.hpp"
 #include "../convert.hpp"
@@ -237,13 +238,23 @@ inline Document DocumentScan::finish() {
     return doc;
 }
 
-/// Pass 2: the values of a scanned document of dtype `S`, decoded and converted into `data` and
-/// `diff` (each holds as many values as the document). Everything else was checked by the scan.
-template <Element S, Element T>
+/// Pass 2: the values of a scanned document, decoded and converted into `data` and `diff` (each
+/// holds as many values as the document). Everything else was checked by the scan.
+///
+/// One class for every pair of the document's dtype and the blob's element type: only the step
+/// that decodes and converts one value depends on the pair (`store<S, T>`, reached through a
+/// pointer), so the reader that walks the text is instantiated once per input, not once per pair
+/// (16 x 16 of them; a JSON value's parse costs a hundred times the indirect call).
 class DocumentFill {
 public:
-    DocumentFill(std::string_view source, std::span<T> data, std::span<T> diff, ConvertRule rule)
-        : source_(source), data_(data), diff_(diff), rule_(rule) {}
+    /// The fill of a document of dtype `from` into a blob of `T`.
+    template <Element T>
+    [[nodiscard]] static DocumentFill of(Dtype from, std::string_view source, std::span<T> data, std::span<T> diff,
+                                         ConvertRule rule) {
+        const Store decode_and_store =
+            syncblob::detail::visit_dtype(from, []<class S>(std::type_identity<S>) -> Store { return &store<S, T>; });
+        return DocumentFill(source, data.data(), diff.data(), rule, decode_and_store);
+    }
 
     void begin_object(std::uint64_t) { ++depth_; }
     void begin_array(std::uint64_t) {
@@ -253,29 +264,41 @@ public:
     void end_object() { --depth_; }
     void end_array() { --depth_; }
     void key(std::string_view key, std::uint64_t) {
-        target_ = key == "data" ? &data_ : key == "diff" ? &diff_ : nullptr;
+        target_ = key == "data" ? data_ : key == "diff" ? diff_ : nullptr;
         field_ = key;
     }
     void scalar(const Scalar& v) {
         if (depth_ != 2 || target_ == nullptr) {
             return;
         }
-        const Place at{source_, field_, index_};
-        const S s = decode<S>(v, at);
-        const syncblob::detail::Converted<T> c = syncblob::detail::convert_checked<T>(s);
-        if (!c.exact && rule_ == ConvertRule::exact) {
-            at.fail(conversion_problem<T>(s));
-        }
-        (*target_)[index_++] = c.value;
+        store_(Place{source_, field_, index_}, v, target_, index_, rule_);
+        ++index_;
     }
 
 private:
+    // Decodes `v` as an S and stores it, converted by `rule`, as element `index` of the T array `out`.
+    using Store = void (*)(const Place& at, const Scalar& v, void* out, std::size_t index, ConvertRule rule);
+
+    template <Element S, Element T>
+    static void store(const Place& at, const Scalar& v, void* out, std::size_t index, ConvertRule rule) {
+        const S s = decode<S>(v, at);
+        const syncblob::detail::Converted<T> c = syncblob::detail::convert_checked<T>(s);
+        if (!c.exact && rule == ConvertRule::exact) {
+            at.fail(conversion_problem<T>(s));
+        }
+        static_cast<T*>(out)[index] = c.value;
+    }
+
+    DocumentFill(std::string_view source, void* data, void* diff, ConvertRule rule, Store decode_and_store)
+        : source_(source), data_(data), diff_(diff), rule_(rule), store_(decode_and_store) {}
+
     std::string_view source_;
-    std::span<T> data_;
-    std::span<T> diff_;
+    void* data_;
+    void* diff_;
     ConvertRule rule_;
+    Store store_;
     int depth_ = 0;
-    std::span<T>* target_ = nullptr;
+    void* target_ = nullptr;
     std::string field_;
     std::size_t index_ = 0;
 };
