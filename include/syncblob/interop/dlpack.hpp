@@ -153,6 +153,12 @@ inline constexpr bool is_blob<Blob<T, A>> = true;
 template <class B>
 concept IsBlob = is_blob<B>;
 
+/// A backend that can tell the device a stream belongs to (the simulator's `device_of_stream`).
+template <class Backend>
+concept KnowsStreamDevice = requires(typename Backend::stream_type s) {
+    { Backend::device_of_stream(s) } -> std::same_as<int>;
+};
+
 // `consumer`: the stream the consumer named, or null (see to_dlpack).
 template <class Managed, class BlobRef>
 Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part, const StreamOf<BlobRef>* consumer) {
@@ -168,6 +174,20 @@ Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part, const 
     if (consumer != nullptr && side != Side::device) {
         throw OptionError(std::string(op) + ": a consumer stream was named for the host side; host memory has no " +
                           "stream (export it without one)");
+    }
+    if constexpr (Backend::has_device && KnowsStreamDevice<Backend>) {
+        // DLPack hands the consumer memory of one device, to be used on a stream of that device:
+        // ordering and freeing it on a stream of another would reach the wrong device's pool.
+        if (consumer != nullptr) {
+            const int id = (part == Part::data ? blob.data_buffer() : blob.diff_buffer())->device_id();
+            const int own = id >= 0 ? id : Backend::current_device();  // a new device side is made there
+            const int theirs = Backend::device_of_stream(*consumer);
+            if (theirs != own) {
+                throw DeviceError(std::string(op) + ": the consumer stream is a stream of device " +
+                                  std::to_string(theirs) + ", the exported memory is on device " + std::to_string(own) +
+                                  " (name a stream of device " + std::to_string(own) + ")");
+            }
+        }
     }
     // Without a consumer stream the export waits for the blob's stream, as documented: asked for.
     const audit::Operation audited(op,
@@ -382,7 +402,10 @@ requires detail::IsBlob<std::remove_const_t<BlobRef>>
 /// for those streams before its synchronous free instead. The deleter must run once the
 /// consumer's work on the memory has been issued on `consumer`, and the blob's own later work on
 /// the memory, if any, is the caller's to order with the consumer's (as with any shared memory).
-/// \throws OptionError for the host side (host memory has no stream); as above otherwise.
+/// \throws OptionError for the host side (host memory has no stream); DeviceError, before anything
+/// is touched, when `consumer` is a stream of another device than the memory's, on a backend that
+/// can tell a stream's device (`SimulatedDevice`; `cuda::Device` cannot: there it is the caller's
+/// to name a stream of the blob's device); as above otherwise.
 template <class BlobRef>
 requires detail::IsBlob<std::remove_const_t<BlobRef>>
 [[nodiscard]] DLManagedTensorVersioned* to_dlpack(BlobRef& blob, Side side, Part part,
