@@ -491,36 +491,6 @@ TEST_CASE("dlpack: a consumer stream is for the device side; the host side refus
     CHECK(SimulatedDevice::faults().empty());
 }
 
-TEST_CASE("dlpack: a consumer stream of another device than the blob's is refused, naming both", "[interop][dlpack]") {
-    SimulatedDevice::Settings settings;
-    settings.device_count = 2;
-    const SimulatedDevice::Scope scope{settings};
-    SimulatedDevice::set_device(1);
-    const auto other = SimulatedDevice::create_stream();  // a stream of device 1
-    SimulatedDevice::set_device(0);
-    Blob<float, SimulatedAsync> blob{4};
-    blob.fill(1.0F);
-    const auto before = blob.data_stats();
-    CHECK_THROWS_AS(to_dlpack(blob, Side::device, Part::data, other), DeviceError);
-    CHECK_THROWS_WITH(dl::to_dlpack_legacy(std::as_const(blob), Side::device, Part::data, other),
-                      Contains("dlpack::to_dlpack_legacy") && Contains("consumer stream") && Contains("device 1") &&
-                          Contains("device 0"));
-    CHECK(blob.data_stats().host_to_device == before.host_to_device);  // refused before anything was touched
-    CHECK(blob.data_head() == Head::at_host);
-    // Once its data is on device 0, the data is refused a stream of device 1 whichever device is current.
-    (void)blob.device_data();
-    SimulatedDevice::set_device(1);
-    CHECK_THROWS_AS(to_dlpack(blob, Side::device, Part::data, other), DeviceError);
-    // A stream of the blob's own device is taken.
-    SimulatedDevice::set_device(0);
-    const auto own = SimulatedDevice::create_stream();
-    UniqueTensor<Versioned> tensor(to_dlpack(blob, Side::device, Part::data, own));
-    CHECK(tensor->dl_tensor.device.device_id == 0);
-    tensor.reset();
-    SimulatedDevice::synchronize();
-    CHECK(SimulatedDevice::faults().empty());
-}
-
 TEST_CASE("dlpack: the sync audit names the export's wait, asked for only without a consumer stream",
           "[interop][dlpack][audit]") {
     namespace audit = syncblob::audit;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <syncblob/arena.hpp>
@@ -276,6 +277,37 @@ TEMPLATE_TEST_CASE("DLPack export to a consumer stream makes that stream wait fo
         CHECK(all_equal(out, 9.0f));  // the consumer's read ran after the blob's write
         finish();
     }
+}
+
+TEMPLATE_TEST_CASE("DLPack export to a consumer stream of another device than the memory's is refused, naming both",
+                   "[ordering][dlpack][consumer_stream][device]", PlainBlob, OrderedBlob) {
+    namespace dlpack = syncblob::dlpack;
+    const SimulatedDevice::Scope scope{with_seed(1, 2)};
+    SimulatedDevice::set_device(1);
+    const auto other = SimulatedDevice::create_stream();  // a stream of device 1
+    SimulatedDevice::set_device(0);
+    TestType blob{4};
+    blob.fill(1.0f);
+    const auto before = blob.data_stats();
+    CHECK_THROWS_AS(dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, other), syncblob::DeviceError);
+    CHECK_THROWS_WITH(dlpack::to_dlpack_legacy(std::as_const(blob), dlpack::Side::device, dlpack::Part::data, other),
+                      Catch::Matchers::Contains("dlpack::to_dlpack_legacy") &&
+                          Catch::Matchers::Contains("consumer stream") && Catch::Matchers::Contains("device 1") &&
+                          Catch::Matchers::Contains("device 0"));
+    CHECK(blob.data_stats().host_to_device == before.host_to_device);  // refused before anything was touched
+    CHECK(blob.data_head() == syncblob::Head::at_host);
+    // Once its data is on device 0, the data is refused a stream of device 1 whichever device is current.
+    (void)blob.device_data();
+    SimulatedDevice::set_device(1);
+    CHECK_THROWS_AS(dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, other), syncblob::DeviceError);
+    // A stream of the memory's own device is taken.
+    SimulatedDevice::set_device(0);
+    const auto own = SimulatedDevice::create_stream();
+    auto* t = dlpack::to_dlpack(blob, dlpack::Side::device, dlpack::Part::data, own);
+    CHECK(t->dl_tensor.device.device_id == 0);
+    t->deleter(t);
+    SimulatedDevice::synchronize();
+    CHECK(SimulatedDevice::faults().empty());
 }
 
 TEST_CASE("A block lent to a consumer stream and let go of by the consumer last is freed on that stream",
