@@ -3,13 +3,17 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <syncblob/core/shape.hpp>
@@ -81,6 +85,53 @@ TEST_CASE("Shape takes up to 32 axes", "[core][shape]") {
     CHECK_THROWS_WITH(from(thirty_three), Catch::Contains("33") && Catch::Contains("32"));
     const std::vector<int> thirty_three_int(33, 1);
     CHECK_THROWS_AS(Shape(std::span<const int>(thirty_three_int)), ShapeError);
+}
+
+TEST_CASE("Shape copies and assigns at every rank, few axes or many", "[core][shape]") {
+    // Up to six axes live in the object; more in a block its copies share. Every rank from 0 to 32,
+    // assigned to and from every other, keeps its extents, its count and its copies apart.
+    static_assert(sizeof(Shape) <= 64, "a shape of few axes fits one cache line");
+    static_assert(std::is_nothrow_copy_constructible_v<Shape> && std::is_nothrow_copy_assignable_v<Shape> &&
+                  std::is_nothrow_move_constructible_v<Shape> && std::is_nothrow_move_assignable_v<Shape>);
+    std::vector<Shape> shapes;
+    std::vector<std::vector<std::int64_t>> expected;
+    for (std::size_t rank = 0; rank <= Shape::max_axes; ++rank) {
+        std::vector<std::int64_t> extents(rank);
+        for (std::size_t i = 0; i < rank; ++i) {
+            extents[i] = static_cast<std::int64_t>(i % 3 + 1);
+        }
+        shapes.push_back(from(extents));
+        expected.push_back(extents);
+    }
+    const auto holds = [](const Shape& s, const std::vector<std::int64_t>& e) {
+        std::int64_t count = 1;
+        for (const auto x : e) {
+            count *= x;
+        }
+        return s.rank() == e.size() && std::equal(s.begin(), s.end(), e.begin(), e.end()) && s.count() == count;
+    };
+    for (std::size_t a = 0; a < shapes.size(); ++a) {
+        for (std::size_t b = 0; b < shapes.size(); ++b) {
+            Shape target = shapes[a];
+            target = shapes[b];
+            REQUIRE(holds(target, expected[b]));
+            REQUIRE(target == shapes[b]);
+            Shape moved = std::move(target);
+            REQUIRE(holds(moved, expected[b]));
+            moved = std::move(shapes[a]);
+            REQUIRE(holds(moved, expected[a]));
+            REQUIRE(holds(shapes[a], expected[a]));  // a move is a copy: the source keeps its extents
+        }
+    }
+    // A copy outlives the shape it was made from (the shared block stays while any copy holds it).
+    auto original = std::make_unique<Shape>(shapes.back());
+    const Shape copy = *original;
+    original.reset();
+    CHECK(holds(copy, expected.back()));
+    Shape self = shapes.back();
+    const Shape& alias = self;
+    self = alias;
+    CHECK(holds(self, expected.back()));
 }
 
 TEST_CASE("Shape rejects negative extents", "[core][shape]") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -82,7 +83,19 @@ public:
     static constexpr std::size_t max_axes = detail::max_axes;
 
     /// The rank-0 shape (a scalar: count 1).
-    constexpr Shape() noexcept = default;
+    constexpr Shape() noexcept {}  // NOLINT(modernize-use-equals-default): a const Shape needs it
+
+    /// Copies never throw: a shape of more than a few axes shares its extents with its copies (a
+    /// move is a copy).
+    Shape(const Shape& other) noexcept { copy(other); }
+    Shape& operator=(const Shape& other) noexcept {
+        if (this != &other) {
+            release();
+            copy(other);
+        }
+        return *this;
+    }
+    ~Shape() { release(); }
 
     /// \throws ShapeError on a negative extent, more than 32 axes, or an element count that overflows.
     Shape(std::initializer_list<std::int64_t> extents) : Shape(std::span<const std::int64_t>(extents)) {}
@@ -119,12 +132,12 @@ public:
     [[nodiscard]] constexpr std::size_t rank() const noexcept { return rank_; }
 
     /// The extents, one per axis.
-    [[nodiscard]] constexpr std::span<const std::int64_t> extents() const noexcept { return {extents_.data(), rank_}; }
-    [[nodiscard]] constexpr const std::int64_t* begin() const noexcept { return extents_.data(); }
-    [[nodiscard]] constexpr const std::int64_t* end() const noexcept { return extents_.data() + rank_; }
+    [[nodiscard]] std::span<const std::int64_t> extents() const noexcept { return {data(), rank_}; }
+    [[nodiscard]] const std::int64_t* begin() const noexcept { return data(); }
+    [[nodiscard]] const std::int64_t* end() const noexcept { return data() + rank_; }
 
     /// Unchecked extent of axis `i` (0 ≤ i < rank).
-    [[nodiscard]] constexpr std::int64_t operator[](std::size_t i) const noexcept { return extents_[i]; }
+    [[nodiscard]] std::int64_t operator[](std::size_t i) const noexcept { return data()[i]; }
 
     /// The index in [0, rank) of `axis`, which may be negative (-1 is the last axis), or nothing
     /// when it is out of range: the one axis rule, which `canonical_axis` and Blob's axis queries apply.
@@ -152,7 +165,7 @@ public:
     }
 
     /// Extent of `axis`, which may be negative. \throws IndexError when out of range.
-    [[nodiscard]] std::int64_t extent(std::int64_t axis) const { return extents_[canonical_axis(axis)]; }
+    [[nodiscard]] std::int64_t extent(std::int64_t axis) const { return data()[canonical_axis(axis)]; }
 
     /// Product of all extents (1 for rank 0).
     [[nodiscard]] constexpr std::int64_t count() const noexcept { return count_; }
@@ -165,7 +178,7 @@ public:
         }
         std::int64_t product = 1;
         for (std::size_t i = start; i < end; ++i) {
-            product *= extents_[i];  // cannot overflow: a sub-product of count()
+            product *= data()[i];  // cannot overflow: a sub-product of count()
         }
         return product;
     }
@@ -177,7 +190,7 @@ public:
     [[nodiscard]] std::string to_string() const {
         std::string out;
         for (std::size_t i = 0; i < rank_; ++i) {
-            out += std::to_string(extents_[i]);
+            out += std::to_string(data()[i]);
             out += ' ';
         }
         out += '(';
@@ -197,11 +210,48 @@ private:
         if (auto problem = detail::extents_problem(extents)) {
             throw ShapeError("Shape: " + *problem);
         }
-        // Only now that every check passed does the object change.
-        std::copy(extents.begin(), extents.end(), extents_.begin());
-        std::fill(extents_.begin() + static_cast<std::ptrdiff_t>(extents.size()), extents_.end(), 0);
+        std::int64_t* to = inline_;
+        if (extents.size() > inline_axes) {
+            heap_ = new Spilled;  // the one step that can throw (std::bad_alloc)
+            to = heap_->extents;
+        }
+        std::copy(extents.begin(), extents.end(), to);
         rank_ = static_cast<std::uint8_t>(extents.size());
         count_ = detail::count_of(extents);
+    }
+
+    // The extents of a shape of more than `inline_axes` axes: one immutable block shared by every
+    // copy of the shape (a copy only counts a reference, so copying a shape never throws).
+    struct Spilled {
+        std::atomic<std::size_t> references{1};
+        std::int64_t extents[max_axes];
+
+        void share() noexcept { references.fetch_add(1, std::memory_order_relaxed); }
+        void release() noexcept {
+            if (references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                delete this;
+            }
+        }
+    };
+
+    [[nodiscard]] bool spilled() const noexcept { return rank_ > inline_axes; }
+    [[nodiscard]] const std::int64_t* data() const noexcept { return spilled() ? heap_->extents : inline_; }
+
+    void copy(const Shape& other) noexcept {
+        count_ = other.count_;
+        rank_ = other.rank_;
+        if (other.spilled()) {
+            heap_ = other.heap_;
+            heap_->share();
+        } else {
+            std::copy(other.inline_, other.inline_ + inline_axes, inline_);
+        }
+    }
+
+    void release() noexcept {
+        if (spilled()) {
+            heap_->release();
+        }
     }
 
     [[noreturn]] static void throw_too_many_axes(std::size_t n) {
@@ -209,9 +259,16 @@ private:
                          " are supported");
     }
 
-    std::array<std::int64_t, max_axes> extents_{};
+    // Most shapes have few axes: up to `inline_axes` live in the object (64 bytes in all), more
+    // in a shared block.
+    static constexpr std::size_t inline_axes = 6;
+
     std::int64_t count_ = 1;
     std::uint8_t rank_ = 0;
+    union {
+        std::int64_t inline_[inline_axes] = {};
+        Spilled* heap_;
+    };
 };
 
 namespace detail {
