@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include <syncblob/arena.hpp>
 
 #include <syncblob/memory/simulated_device.hpp>
 
+#include "../io/peak_memory.hpp"
 #include "../memory/counting_allocator.hpp"
 #include "device_guard.hpp"
 
@@ -252,4 +256,49 @@ TEST_CASE("ParameterArena::buckets: the defaults are 1 MiB first, then 25 MiB", 
     CHECK(buckets[1].end - buckets[1].first == 25);
     CHECK(buckets[2].first == 0);
     CHECK(buckets[2].end == 4);
+}
+
+TEST_CASE("ParameterArena: a large arena's zeros take no memory until its blobs are written", "[arena]") {
+    // 2 x 64 MiB of zeros from fresh pages: seal must not write them (each page would then be
+    // touched twice, by the fill and by the first real write, and all of it resident at once).
+    constexpr std::int64_t elements = std::int64_t{16} << 20;
+    const auto growth = test::peak_growth_bytes([] {
+        ParameterArena<float> arena;
+        arena.add({elements});
+        arena.add({3});
+        arena.seal();
+        const auto data = arena[0].host_data();
+        const auto diff = arena[1].host_diff();
+        if (data[0] != 0.0f || data[static_cast<std::size_t>(elements) - 1] != 0.0f || diff[2] != 0.0f) {
+            throw std::runtime_error("an arena's blob is not zero");
+        }
+        arena[1].mutable_host_data()[0] = 1.0f;
+    });
+    REQUIRE(growth);
+    CHECK(*growth < std::uint64_t{16} << 20);
+}
+
+TEST_CASE("AlignedAllocator::allocate_zeroed: zeros, aligned, from fresh pages when large", "[arena][memory]") {
+    using syncblob::AlignedAllocator;
+    for (const std::size_t bytes :
+         {std::size_t{0}, std::size_t{1}, std::size_t{1000}, AlignedAllocator::fresh_pages_from - 1,
+          AlignedAllocator::fresh_pages_from, AlignedAllocator::fresh_pages_from + 4097}) {
+        CAPTURE(bytes);
+        const syncblob::HostBlock block = AlignedAllocator::allocate_zeroed(bytes);
+        if (bytes == 0) {
+            CHECK(block.data == nullptr);
+            continue;
+        }
+        REQUIRE(block.data != nullptr);
+        CHECK(block.bytes == bytes);
+        CHECK(reinterpret_cast<std::uintptr_t>(block.data) % AlignedAllocator::alignment == 0);
+        CHECK(((block.kind & AlignedAllocator::zeroed) != 0) == (bytes >= AlignedAllocator::fresh_pages_from));
+        const auto* p = static_cast<const unsigned char*>(block.data);
+        CHECK(std::all_of(p, p + std::min<std::size_t>(bytes, 4096), [](unsigned char c) { return c == 0; }));
+        CHECK(p[bytes - 1] == 0);
+        CHECK(p[bytes / 2] == 0);
+        std::memset(block.data, 0x5A, bytes);  // the whole block is writable
+        AlignedAllocator::deallocate(block);   // and freed the way it was obtained (ASan checks)
+    }
+    CHECK_THROWS_AS(AlignedAllocator::allocate_zeroed(SIZE_MAX - 8), std::bad_alloc);
 }

@@ -7,6 +7,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string_view>
 
@@ -52,14 +54,57 @@ struct AlignedAllocator {
         return {::operator new (bytes, std::align_val_t{alignment}), bytes, 0};
     }
 
+    /// `HostBlock::kind` of a block from `allocate_zeroed`: this bit, with the block's offset from
+    /// what `std::calloc` returned in the bits below it.
+    static constexpr std::uint32_t zeroed = 0x1000;
+
+    /// Blocks from this size on come zeroed from `std::calloc`, which takes them from fresh pages
+    /// (glibc maps every block of 32 MiB or more on its own).
+    static constexpr std::size_t fresh_pages_from = std::size_t{32} << 20;
+
+    /// `bytes` of zeros. A block of `fresh_pages_from` bytes or more comes from fresh pages the
+    /// system zeroes when they are first touched, so nothing is written now and no page is touched
+    /// twice; a smaller one is `allocate`d and filled (it may be memory the program used before,
+    /// already in the caches). \throws std::bad_alloc as `allocate`.
+    [[nodiscard]] static HostBlock allocate_zeroed(std::size_t bytes) {
+        if (bytes < fresh_pages_from) {
+            HostBlock block = allocate(bytes);
+            if (block.data != nullptr) {
+                std::memset(block.data, 0, bytes);
+            }
+            return block;
+        }
+        if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment) {
+            throw std::bad_alloc();
+        }
+        void* base = std::calloc(bytes + alignment - 1, 1);
+        if (base == nullptr) {
+            throw std::bad_alloc();
+        }
+        const auto offset = (alignment - reinterpret_cast<std::uintptr_t>(base) % alignment) % alignment;
+        return {static_cast<std::byte*>(base) + offset, bytes, zeroed | static_cast<std::uint32_t>(offset)};
+    }
+
     static void deallocate(HostBlock block) noexcept {
-        if (block.data != nullptr) {
+        if (block.data == nullptr) {
+            return;
+        }
+        if ((block.kind & zeroed) != 0) {
+            std::free(static_cast<std::byte*>(block.data) - (block.kind & (zeroed - 1)));
+        } else {
             ::operator delete (block.data, std::align_val_t{alignment});
         }
     }
 };
 
 static_assert(HostAllocator<AlignedAllocator>);
+
+/// A host allocator that can also hand out memory already zero (`allocate_zeroed(bytes)`, freed by
+/// `deallocate` like any other block) more cheaply than allocating and filling it.
+template <class A>
+concept ZeroingHostAllocator = HostAllocator<A> && requires(std::size_t bytes) {
+    { A::allocate_zeroed(bytes) } -> std::same_as<HostBlock>;
+};
 
 /// A host allocator that also takes a block back "after the work issued so far on `stream`"
 /// (`deallocate(block, stream)`) and learns of other streams that use a block (`record_use`), so

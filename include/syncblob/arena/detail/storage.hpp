@@ -77,14 +77,22 @@ private:
         if (bytes > SIZE_MAX - alignment) {
             throw std::bad_alloc();
         }
-        block = HostAlloc::allocate(bytes + alignment);
+        // Zeros from an allocator that has them for free (fresh pages, zeroed when first touched)
+        // are not written again: a large arena's pages are then touched once, by what fills them.
+        constexpr bool zeroed = ZeroingHostAllocator<HostAlloc>;
+        if constexpr (zeroed) {
+            block = HostAlloc::allocate_zeroed(bytes + alignment);
+        } else {
+            block = HostAlloc::allocate(bytes + alignment);
+        }
         auto* p = static_cast<std::byte*>(block.data);
         p += (alignment - reinterpret_cast<std::uintptr_t>(p) % alignment) % alignment;
-        // Huge pages before the zero-fill first touches the block: a checkpoint load or an
-        // all-reduce then writes a whole model's bytes with fewer TLB misses (and the fill faults
-        // once per 2 MiB).
+        // Huge pages before anything first touches the block: a checkpoint load or an all-reduce
+        // then writes a whole model's bytes with fewer TLB misses (and faults once per 2 MiB).
         advise_huge_pages(p, bytes);
-        std::memset(p, 0, bytes);
+        if constexpr (!zeroed) {
+            std::memset(p, 0, bytes);
+        }
         return p;
     }
 
