@@ -135,7 +135,16 @@ TEST_CASE("a blob's diff is written beside it and mapped in the index", "[io][ch
     REQUIRE(c.tensors().size() == 2);
     const auto* diff = c.diff_of(c.at("w"));
     REQUIRE(diff != nullptr);
+    CHECK(diff->name == "w.__diff__");
     CHECK(diff->shard == c.at("w").shard);
+    CHECK(c.diff_of(*diff) == nullptr);  // a diff has no diff
+    // A tensor description that is not the checkpoint's own (a copy, or one of another copy of
+    // the checkpoint) finds the same diff by its name.
+    const io::CheckpointTensor copy = c.at("w");
+    CHECK(c.diff_of(copy) == diff);
+    const auto other = c;
+    CHECK(c.diff_of(other.at("w")) == diff);
+    CHECK(other.diff_of(other.at("w")) == &other.at("w.__diff__"));
     CHECK(c.shards()[0].metadata.at("format") == "pt");
     CHECK(c.total_size() == 64);
 }
@@ -591,9 +600,9 @@ const std::string not_utf8("bad\xc3", 4);
 // A random name: printable ASCII, the characters JSON escapes, multi-byte UTF-8, '/' and '.'; now
 // and then one a writer must refuse (reserved, not UTF-8) or one already taken.
 std::string random_name(std::mt19937_64& rng, const std::vector<std::string>& taken) {
-    static const std::vector<std::string> pieces = {"a",  "Z",  "0",   ".",    "/",      "-",       " ",      "\"",
-                                                    "\\", "\n", "\t",  "\x01", "é",      "层",      "🙂",     "weight",
-                                                    "__", ":",  "{}", "[",    ".__d", "model-00001-of-00002"};
+    static const std::vector<std::string> pieces = {
+        "a",    "Z", "0",  ".",    "/",      "-",  " ", "\"", "\\", "\n",   "\t",
+        "\x01", "é", "层", "🙂", "weight", "__", ":", "{}", "[",  ".__d", "model-00001-of-00002"};
     const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
     switch (pick(24)) {
         case 0:
@@ -618,10 +627,10 @@ std::string random_name(std::mt19937_64& rng, const std::vector<std::string>& ta
 
 // A random prefix; `valid` says whether save must take it.
 std::string random_prefix(std::mt19937_64& rng, bool& valid) {
-    static const std::vector<std::string> good = {"model", "m", "model-00001-of-00002", "权重", ".hidden", "a b",
-                                                  "x.safetensors", std::string(200, 'p')};
-    static const std::vector<std::string> bad = {"",    ".",  "..", "sub/model", "/abs", "a/", std::string("a\0b", 3),
-                                                 "\xff", std::string(240, 'p')};
+    static const std::vector<std::string> good = {"model",   "m",   "model-00001-of-00002", "权重",
+                                                  ".hidden", "a b", "x.safetensors",        std::string(200, 'p')};
+    static const std::vector<std::string> bad = {
+        "", ".", "..", "sub/model", "/abs", "a/", std::string("a\0b", 3), "\xff", std::string(240, 'p')};
     valid = rng() % 3 != 0;
     return valid ? good[rng() % good.size()] : bad[rng() % bad.size()];
 }

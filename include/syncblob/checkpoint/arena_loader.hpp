@@ -52,9 +52,11 @@ public:
     explicit CheckpointArena(const io::Checkpoint& ckpt, std::span<const std::string> names = {},
                              stream_type stream = device_backend::default_stream()) {
         std::uint64_t bytes = 0;
+        std::vector<const io::CheckpointTensor*> tensors;  // each looked up once
         for (const auto& t : ckpt.tensors()) {
             if (names.empty() && !io::Checkpoint::is_diff(t.name)) {
                 names_.push_back(t.name);
+                tensors.push_back(&t);
             }
         }
         for (const auto& name : names) {
@@ -64,15 +66,15 @@ public:
                                        "a diff loads into its blob's diff, not as a blob of its own");
             }
             names_.push_back(name);
+            tensors.push_back(&t);
         }
         if (const std::size_t d = index_.build(names_.size(), name_at()); d != io::detail::NameIndex::npos) {
             io::throw_format_error(source(ckpt), "tensor \"" + names_[d] + "\"", "named twice");
         }
         arena_.set_stream(stream);
-        for (const auto& name : names_) {
-            const auto& t = ckpt.at(name);
-            bytes += t.count * sizeof(T) * (ckpt.diff_of(t) != nullptr ? 2 : 1);
-            arena_.add(t.shape);
+        for (const io::CheckpointTensor* t : tensors) {
+            bytes += t->count * sizeof(T) * (ckpt.diff_of(*t) != nullptr ? 2 : 1);
+            arena_.add(t->shape);
         }
         if (bytes > ckpt.options().max_bytes) {
             io::throw_format_error(source(ckpt), "tensors",

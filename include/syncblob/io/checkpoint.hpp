@@ -126,8 +126,13 @@ public:
         }
         return *t;
     }
-    /// The diff of tensor `t` (`<name>.__diff__`), or null.
+    /// The diff of tensor `t` (`<name>.__diff__`), or null. Without a lookup when `t` is one of
+    /// this checkpoint's own `tensors()` (the diffs were paired with their blobs at open).
     [[nodiscard]] const CheckpointTensor* diff_of(const CheckpointTensor& t) const {
+        if (!tensors_.empty() && &t >= tensors_.data() && &t < tensors_.data() + tensors_.size()) {
+            const std::size_t d = diffs_[static_cast<std::size_t>(&t - tensors_.data())];
+            return d == detail::NameIndex::npos ? nullptr : &tensors_[d];
+        }
         return find(t.name + std::string(diff_suffix));
     }
     /// True for a diff's name (`<name>.__diff__`).
@@ -168,7 +173,7 @@ private:
     void index_names();
     void check_against_index() const;
     void check_shard_numbers(const std::vector<std::string>& names) const;
-    void check_diffs() const;
+    void check_diffs();
 
     std::filesystem::path index_;
     detail::CheckpointIndex index_data_;
@@ -176,6 +181,7 @@ private:
     std::vector<std::shared_ptr<const detail::FileSource>> files_;
     std::vector<CheckpointTensor> tensors_;
     detail::NameIndex by_name_;
+    std::vector<std::size_t> diffs_;  ///< per tensor, the position of its diff (or npos)
     LoadOptions options_;
 };
 
@@ -280,8 +286,10 @@ inline void Checkpoint::check_shard_numbers(const std::vector<std::string>& name
     }
 }
 
-// Every diff has its blob, of the same dtype and shape, in whichever shards they are.
-inline void Checkpoint::check_diffs() const {
+// Every diff has its blob, of the same dtype and shape, in whichever shards they are; each blob
+// learns where its diff is (diffs_).
+inline void Checkpoint::check_diffs() {
+    diffs_.assign(tensors_.size(), detail::NameIndex::npos);
     for (const auto& d : tensors_) {
         if (!is_diff(d.name)) {
             continue;
@@ -300,6 +308,7 @@ inline void Checkpoint::check_diffs() const {
                                    std::string(dtype_name(b->dtype)) + " " + b->shape.to_string() +
                                    " (a diff must have its blob's dtype and shape)");
         }
+        diffs_[static_cast<std::size_t>(b - tensors_.data())] = static_cast<std::size_t>(&d - tensors_.data());
     }
 }
 
