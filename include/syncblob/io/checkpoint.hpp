@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -129,7 +130,8 @@ public:
     /// The diff of tensor `t` (`<name>.__diff__`), or null. Without a lookup when `t` is one of
     /// this checkpoint's own `tensors()` (the diffs were paired with their blobs at open).
     [[nodiscard]] const CheckpointTensor* diff_of(const CheckpointTensor& t) const {
-        if (!tensors_.empty() && &t >= tensors_.data() && &t < tensors_.data() + tensors_.size()) {
+        const std::less<const CheckpointTensor*> before;  // a total order, for pointers into any array
+        if (!tensors_.empty() && !before(&t, tensors_.data()) && before(&t, tensors_.data() + tensors_.size())) {
             const std::size_t d = diffs_[static_cast<std::size_t>(&t - tensors_.data())];
             return d == detail::NameIndex::npos ? nullptr : &tensors_[d];
         }
