@@ -275,7 +275,9 @@ TEST_CASE("ParameterArena: a large arena's zeros take no memory until its blobs 
         arena[1].mutable_host_data()[0] = 1.0f;
     });
     REQUIRE(growth);
-    CHECK(*growth < std::uint64_t{16} << 20);
+    // Written zeros would make all 128 MiB resident (134 MB measured); untouched, what remains is
+    // the test's own pages and, under AddressSanitizer, the blocks' shadow (an eighth: 16 MiB).
+    CHECK(*growth < std::uint64_t{40} << 20);
 }
 
 TEST_CASE("AlignedAllocator::allocate_zeroed: zeros, aligned, from fresh pages when large", "[arena][memory]") {
