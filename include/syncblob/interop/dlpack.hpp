@@ -179,7 +179,7 @@ Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part, const 
         // DLPack hands the consumer memory of one device, to be used on a stream of that device:
         // ordering and freeing it on a stream of another would reach the wrong device's pool.
         if (consumer != nullptr) {
-            const int id = (part == Part::data ? blob.data_buffer() : blob.diff_buffer())->device_id();
+            const int id = blob.buffer(part)->device_id();
             const int own = id >= 0 ? id : Backend::current_device();  // a new device side is made there
             const int theirs = Backend::device_of_stream(*consumer);
             if (theirs != own) {
@@ -205,7 +205,7 @@ Managed* export_blob(const char* op, BlobRef& blob, Side side, Part part, const 
         }
     }
     auto exported = std::make_unique<Exported<Managed, Buffer>>();
-    const std::shared_ptr<Buffer>& buffer = part == Part::data ? blob.data_buffer() : blob.diff_buffer();
+    const std::shared_ptr<Buffer>& buffer = blob.buffer(part);
 
     // The accessor brings the side up to date; a mutable one marks the other side stale, so that
     // what the consumer writes is what the blob reads next.
