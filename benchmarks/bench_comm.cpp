@@ -7,11 +7,12 @@
 // allreduce_diff, `bucketed_sum` and `bucketed_mean` through iallreduce_diff (buckets of 25 MiB) and
 // wait(). The row `raw` is the control: a second plain buffer in place of the arena, so its ratio
 // is the baseline against itself, and how far it is from 1 is the noise of that run; the row `ring`
-// is syncblob's ring all-reduce (a mean, in pieces of 4 MiB) called directly on that second buffer,
-// without the arena and the checks of a call around it. The row `agreement` is a call on an arena of
-// one empty blob, which moves no data but agrees as every call does first: its `ratio` is the raw
-// all-reduce of S bytes over what the agreement alone costs. Before each call every rank meets at a
-// barrier, and the time of a call is the longest over the ranks.
+// is syncblob's ring all-reduce (a mean, in the pieces a call would choose: 4 MiB on one host, 16
+// MiB across hosts) called directly on that second buffer, without the arena and the checks of a
+// call around it. The row `agreement` is a call on an arena of one empty blob, which moves no data
+// but agrees as every call does first: its `ratio` is the raw all-reduce of S bytes over what the
+// agreement alone costs. Before each call every rank meets at a barrier, and the time of a call is
+// the longest over the ranks.
 // Reported per row (medians over the iterations):
 //   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
 //   raw_busbw    the same for the raw MPI_Allreduce
@@ -127,6 +128,14 @@ void allreduce(benchmark::State& state, Variant variant) {
     const double measured = plain ? static_cast<double>(bytes) : static_cast<double>(arena.bytes());
     MPI_Comm ring_comm = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &ring_comm);
+    // The ring's pieces as a mean left to choose them takes them: by whether the ranks span hosts.
+    MPI_Comm local = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    int local_ranks = 0;
+    MPI_Comm_size(local, &local_ranks);
+    MPI_Comm_free(&local);
+    const std::size_t ring_piece =
+        local_ranks < ranks() ? sb::mpi::piece_bytes_across_hosts : sb::mpi::piece_bytes_within_host;
     const double per_byte = measured / static_cast<double>(bytes);
     const auto raw_call = [&] {
         MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -138,7 +147,7 @@ void allreduce(benchmark::State& state, Variant variant) {
                               MPI_COMM_WORLD);
                 break;
             case Variant::ring: {
-                sb::mpi::detail::RingAllreduce<float> ring(ring_comm, true, (std::size_t{4} << 20) / sizeof(float),
+                sb::mpi::detail::RingAllreduce<float> ring(ring_comm, true, ring_piece / sizeof(float),
                                                            sb::mpi::ring_pieces_in_flight, "bench_comm");
                 ring.add(control.data(), control.size());
                 ring.wait(MPI_COMM_WORLD, sb::mpi::detail::Deadline{}, "the ring",

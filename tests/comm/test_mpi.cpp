@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -317,6 +318,44 @@ TEST_CASE("mpi: runs over the count limit are split (INT_MAX in production, lowe
     CHECK(std::ranges::all_of(arena[2].host_data(), [](float x) { return x == 5.0f; }));
 }
 
+TEST_CASE("mpi calls left to choose their pieces cut 4 MiB on one host and 16 MiB across hosts", "[mpi]") {
+    // Where the ranks run, as MPI's shared-memory split tells it (the calls learn it from the
+    // agreement instead): more than one group is more than one host.
+    MPI_Comm local = MPI_COMM_NULL;
+    REQUIRE(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS);
+    const bool across_hosts = size_of(local) < ranks();
+    MPI_Comm_free(&local);
+    INFO((across_hosts ? "across hosts, " : "on one host, ") << ranks() << " ranks");
+    STATIC_REQUIRE(mpi::piece_bytes_within_host == std::size_t{4} << 20);
+    STATIC_REQUIRE(mpi::piece_bytes_across_hosts == std::size_t{16} << 20);
+    ParameterArena<float> arena;
+    arena.add({std::int64_t{5} << 20});  // 20 MiB: 5 pieces of 4 MiB, or 16 MiB and 4 MiB
+    arena.seal();
+    const std::uint64_t expected = across_hosts ? 2 : 5;
+    const Reduce reduce = GENERATE(Reduce::sum, Reduce::mean);
+    const float expected_value =
+        reduce == Reduce::sum ? static_cast<float>(ranks() * (ranks() + 1) / 2) : static_cast<float>(ranks() + 1) / 2;
+    const auto fill = [&] {
+        auto diff = arena[0].mutable_host_diff();
+        std::ranges::fill(diff, static_cast<float>(rank() + 1));
+    };
+    const auto reduced_everywhere = [&] {
+        const auto diff = arena[0].host_diff();
+        return std::ranges::all_of(diff, [&](float x) { return x == expected_value; });
+    };
+    fill();
+    CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce).calls == expected);
+    CHECK(reduced_everywhere());
+    fill();
+    auto pending = mpi::iallreduce_diff(arena, MPI_COMM_WORLD, reduce, std::size_t{64} << 20);
+    CHECK(pending.wait().calls == expected);
+    CHECK(reduced_everywhere());
+    // Set, the value is taken wherever the ranks run.
+    fill();
+    CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = std::size_t{8} << 20}).calls == 3);
+    CHECK(reduced_everywhere());
+}
+
 TEST_CASE("mpi::allreduce_diff in pieces that cut across blobs gives the serial reference exactly", "[mpi]") {
     ParameterArena<double> arena;
     add_model(arena);  // 512 doubles with padding (4096 bytes)
@@ -432,13 +471,14 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
         fill_diffs_on_host(arena);
         expect_refused(
             arena,
-            "disagree on the call's arguments: rank 0 passes Reduce::sum, pieces of 4194304 bytes, rank " +
-                std::to_string(odd_rank) + " passes Reduce::mean, pieces of 4194304 bytes",
+            "disagree on the call's arguments: rank 0 passes Reduce::sum, pieces as the hosts suggest "
+            "(Options::piece_bytes unset), rank " +
+                std::to_string(odd_rank) + " passes Reduce::mean, pieces as the hosts suggest",
             [&] { mpi::allreduce_diff(arena, MPI_COMM_WORLD, rank() == odd_rank ? Reduce::mean : Reduce::sum); });
         expect_refused(
             arena,
-            "rank 0 passes Reduce::sum, first bucket 1024 bytes, buckets of 1024 bytes, pieces of 4194304 "
-            "bytes, rank " +
+            "rank 0 passes Reduce::sum, first bucket 1024 bytes, buckets of 1024 bytes, pieces as the hosts "
+            "suggest (Options::piece_bytes unset), rank " +
                 std::to_string(odd_rank) + " passes Reduce::sum, first bucket 512 bytes, buckets of 512 bytes",
             [&] { (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, rank() == odd_rank ? 512u : 1024u); });
         expect_refused(arena, "disagree on the call's arguments", [&] {
@@ -451,6 +491,18 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
             options.piece_bytes = rank() == odd_rank ? 512 : 1024;
             (void)mpi::iallreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, 1024, options);
         });
+        // Set on one rank and unset on another is a disagreement too, even where the value set is
+        // the one the others would choose.
+        expect_refused(arena,
+                       "rank 0 passes Reduce::sum, pieces as the hosts suggest (Options::piece_bytes unset), rank " +
+                           std::to_string(odd_rank) + " passes Reduce::sum, pieces of 4194304 bytes",
+                       [&] {
+                           mpi::Options options;
+                           if (rank() == odd_rank) {
+                               options.piece_bytes = mpi::piece_bytes_within_host;
+                           }
+                           mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::sum, options);
+                       });
     }
 }
 

@@ -74,8 +74,8 @@ std::uint64_t sum_in_pieces(T* p, std::size_t n, std::size_t piece, MPI_Comm com
 /// or the mean (the sum divided by the number of ranks, rounded once: see the file comment). A
 /// collective call: every rank of `comm` calls it with an arena of the same layout and the same
 /// `reduce`, otherwise every rank throws the same StateError before any data moves. A sum makes one
-/// MPI_Allreduce per piece (`Options::piece_bytes`, and at most `INT_MAX` elements); a mean one ring
-/// all-reduce per piece (`CommStats::calls` counts either).
+/// MPI_Allreduce per piece (`Options::piece_bytes`, unset: chosen from where the ranks run, and at
+/// most `INT_MAX` elements); a mean one ring all-reduce per piece (`CommStats::calls` counts either).
 /// \throws StateError (arenas or calls that differ, a `reduce` that is not a Reduce, an unsealed or
 /// altered arena, MPI not initialized, a communicator given up on earlier); CommError when an MPI
 /// call fails; DeviceError from staging copies; TimeoutError when `options.timeout` passes.
@@ -110,12 +110,13 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
         staged = detail::device_only(diff.buffers(), 0, diff.buffers().size());
         p = diff.mutable_host_data().data();
     });
-    detail::agree(arena, comm, op,
-                  {syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
-                   options.piece_bytes, deadline.bounded()},
-                  deadline, failure);
+    const detail::Agreement agreed =
+        detail::agree(arena, comm, op,
+                      {syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
+                       detail::requested_piece(options.piece_bytes), deadline.bounded()},
+                      deadline, failure);
     const auto keep = [&] { return detail::hold(view->buffers()); };
-    const std::size_t piece = detail::piece_elements<T>(options.piece_bytes);
+    const std::size_t piece = detail::piece_elements<T>(agreed.piece_bytes(options.piece_bytes));
     if (reduce == Reduce::mean) {
         detail::RingAllreduce<T> ring(detail::private_comm(comm, deadline, op), true, piece, ring_pieces_in_flight, op);
         stats.calls = ring.add(p, n);

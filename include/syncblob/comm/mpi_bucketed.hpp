@@ -64,14 +64,15 @@ public:
         const audit::Operation audited(op);
         const detail::Deadline deadline(options.timeout);
         detail::ErrorsReturn errors(comm, op);
-        const bool device =
-            detail::agree(arena, comm, op,
-                          {syncblob::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce),
-                           first_bytes, bucket_bytes, options.piece_bytes, false, may_use_device()},
-                          deadline);
-        if (!device) {
+        const detail::Agreement agreed = detail::agree(
+            arena, comm, op,
+            {syncblob::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce), first_bytes,
+             bucket_bytes, detail::requested_piece(options.piece_bytes), false, may_use_device()},
+            deadline);
+        options_.piece_bytes = agreed.piece_bytes(options.piece_bytes);  // the same on every rank
+        if (!agreed.device) {
             ring_.emplace(detail::private_comm(comm, deadline, op), reduce == Reduce::mean,
-                          detail::piece_elements<T>(options.piece_bytes), ring_pieces_in_flight, op);
+                          detail::piece_elements<T>(*options_.piece_bytes), ring_pieces_in_flight, op);
         }
         plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
         staged_.resize(plan_.buckets().size());
@@ -213,7 +214,7 @@ private:
             return;
         }
         // One request per piece (Options::piece_bytes), as allreduce_diff reduces a sum.
-        const std::size_t piece = detail::piece_elements<T>(options_.piece_bytes);
+        const std::size_t piece = detail::piece_elements<T>(options_.piece_bytes.value_or(0));  // set at construction
         for (std::size_t start = 0; start < n; start += piece) {
             stats_.calls += detail::in_pieces(std::min(piece, n - start), [&](std::size_t first, int count) {
                 MPI_Request request = MPI_REQUEST_NULL;

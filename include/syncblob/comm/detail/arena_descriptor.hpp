@@ -35,7 +35,7 @@ struct ArenaDescriptor {
     std::uint64_t argument = 0;   ///< its argument (the reduction, the root)
     std::uint64_t first_bucket = 0;
     std::uint64_t bucket = 0;
-    std::uint64_t piece = 0;   ///< the piece size of an MPI all-reduce (Options::piece_bytes)
+    std::uint64_t piece = 0;   ///< an MPI all-reduce's Options::piece_bytes, or automatic_piece when unset
     std::uint64_t failed = 0;  ///< 1 when this rank's own preparation (a staging copy) failed
     /// 1 when the call's collectives are MPI's non-blocking ones (a timeout is set): a blocking and a
     /// non-blocking collective never match, so every rank must choose the same
@@ -47,8 +47,14 @@ struct ArenaDescriptor {
     /// not positive is refused on every rank alike (see check_arguments)
     std::uint64_t timeout_set = 0;
     std::uint64_t timeout_ms = 0;
+    /// the host this rank runs on, as a hash of its name (MPI); ranks may differ here
+    std::uint64_t host = 0;
     char dtype[8] = {};
 };
+
+/// `ArenaDescriptor::piece` of a call whose `Options::piece_bytes` is unset: the pieces are then
+/// chosen from where the ranks run, alike on every rank.
+inline constexpr std::uint64_t automatic_piece = ~std::uint64_t{0};
 
 /// Puts a call's timeout into its descriptor.
 inline void note_timeout(ArenaDescriptor& d, std::optional<std::chrono::milliseconds> timeout) noexcept {
@@ -123,7 +129,8 @@ inline std::string describe_text(const ArenaDescriptor& d) {
 }
 
 /// A call's arguments as a message names them: "Reduce::mean, first bucket 1024 bytes, buckets of
-/// 512 bytes, pieces of 4194304 bytes" (the enumerators by name; a root as "root 2").
+/// 512 bytes, pieces of 4194304 bytes" (the enumerators by name; a root as "root 2"; pieces left
+/// unset as such).
 inline std::string arguments_text(const ArenaDescriptor& d) {
     const auto what = static_cast<CommOperation>(d.operation);
     std::string out;
@@ -138,7 +145,9 @@ inline std::string arguments_text(const ArenaDescriptor& d) {
         out += ", first bucket " + std::to_string(d.first_bucket) + " bytes, buckets of " + std::to_string(d.bucket) +
                " bytes";
     }
-    if (d.piece != 0) {  // MPI's pieces (NCCL has none)
+    if (d.piece == automatic_piece) {  // MPI's pieces (NCCL has none)
+        out += ", pieces as the hosts suggest (Options::piece_bytes unset)";
+    } else if (d.piece != 0) {
         out += ", pieces of " + std::to_string(d.piece) + " bytes";
     }
     return out;

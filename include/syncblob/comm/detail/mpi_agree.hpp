@@ -9,15 +9,18 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "../../arena.hpp"
+#include "../mpi_options.hpp"
 #include "arena_descriptor.hpp"
 #include "mpi_call.hpp"
 #include "mpi_wait.hpp"
@@ -26,13 +29,48 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace mpi::detail {
 
+/// What a call's descriptor says of `Options::piece_bytes`: its value, or that it is unset.
+inline std::uint64_t requested_piece(std::optional<std::size_t> piece_bytes) noexcept {
+    return piece_bytes ? static_cast<std::uint64_t>(*piece_bytes) : syncblob::detail::automatic_piece;
+}
+
+/// This process's host as the agreement tells it apart: a hash of MPI_Get_processor_name (the host
+/// name in Open MPI). Ranks whose hashes differ run on different hosts; should two hosts' names
+/// hash alike, the call takes them for one host, and only chooses smaller pieces (Agreement).
+inline std::uint64_t host_fingerprint() {
+    static const std::uint64_t fingerprint = [] {
+        char name[MPI_MAX_PROCESSOR_NAME] = {};
+        int length = 0;
+        if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) {
+            length = 0;
+        }
+        std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+        for (int i = 0; i < length; ++i) {
+            h = (h ^ static_cast<unsigned char>(name[i])) * 1099511628211ull;
+        }
+        return h;
+    }();
+    return fingerprint;
+}
+
+/// What every rank learns from the agreement, alike.
+struct Agreement {
+    bool device = false;        ///< some rank may reduce some of the data in device memory (`Call::device`)
+    bool across_hosts = false;  ///< the ranks run on more than one host
+    /// The bytes of a piece: `requested` (`Options::piece_bytes`), or when it is unset the default
+    /// for where the ranks run (mpi::piece_bytes_within_host or mpi::piece_bytes_across_hosts).
+    [[nodiscard]] std::size_t piece_bytes(std::optional<std::size_t> requested) const noexcept {
+        return requested.value_or(across_hosts ? mpi::piece_bytes_across_hosts : mpi::piece_bytes_within_host);
+    }
+};
+
 /// What a call puts into the agreement besides its arena.
 struct Call {
     syncblob::detail::CommOperation what{};
     std::uint64_t argument = 0;  ///< the reduction, or the root (as a two's-complement int)
     std::uint64_t first_bucket = 0;
     std::uint64_t bucket = 0;
-    std::uint64_t piece = 0;
+    std::uint64_t piece = 0;   ///< requested_piece(Options::piece_bytes), or 0 for a call without pieces
     bool nonblocking = false;  ///< the call's collectives are non-blocking ones (a timeout is set)
     bool device = false;       ///< this rank may reduce some of the data in device memory
 };
@@ -44,11 +82,11 @@ struct Call {
 /// before this call), that rank rethrows its exception and every other rank throws a StateError
 /// naming it. Nothing has been sent yet. The gathering is an MPI_Iallgather, with a bounded
 /// `deadline` polled until it passes (TimeoutError: a rank never joined).
-/// Returns whether some rank may reduce in device memory (`Call::device` on any rank).
+/// Returns what the descriptors say of every rank (Agreement).
 /// \throws StateError first when this rank gave an earlier call on `comm` up (see mpi_wait.hpp).
 template <Element T, SyncedAllocator A>
-bool agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
-           const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
+Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
+                const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
     using Descriptor = syncblob::detail::ArenaDescriptor;
     const audit::Operation audited("mpi agreement");  // a wait no caller asks for
     (void)Graveyard::reap();
@@ -60,6 +98,7 @@ bool agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     mine.nonblocking = call.nonblocking ? 1 : 0;
     mine.device = call.device ? 1 : 0;
     mine.failed = local_failure ? 1 : 0;
+    mine.host = host_fingerprint();
     syncblob::detail::note_timeout(mine, deadline.bounded() ? std::optional(deadline.timeout()) : std::nullopt);
     int size = 0;
     int rank = 0;
@@ -79,7 +118,9 @@ bool agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op
     complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement",
              [&] { return std::vector<std::shared_ptr<void>>{gathered}; });
     syncblob::detail::settle(gathered->second, op, rank, problem, local_failure);
-    return std::ranges::any_of(gathered->second, [](const Descriptor& d) { return d.device != 0; });
+    const auto& all = gathered->second;
+    return {std::ranges::any_of(all, [](const Descriptor& d) { return d.device != 0; }),
+            std::ranges::any_of(all, [&](const Descriptor& d) { return d.host != all.front().host; })};
 }
 
 }  // namespace mpi::detail
