@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A stand-in for every program of the GPU check's package, for testing scripts/gpu-check --run on a
-machine without a GPU (tests/cuda/gpu_check_test.py). It acts as the program its file is named after,
+machine without a GPU (tests/cuda/test_gpu_check.py). It acts as the program its file is named after,
 and as a mutant when its folder is a mutant's (not `base`), the way the real programs answer on a
 machine with one GPU:
 

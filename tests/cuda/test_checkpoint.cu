@@ -5,7 +5,7 @@
 // host's conversion. Without a usable device each test prints "skipped: no CUDA device (...)" (and fails
 // under SYNCBLOB_REQUIRE_GPU=1).
 #if !defined(__CUDACC__)
-#error "checkpoint_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
+#error "test_checkpoint.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
 #endif
 
 #include <catch2/catch.hpp>

@@ -7,7 +7,7 @@
 //   where a device exists, run against the host bodies of the same functors.
 // Without a usable device each test prints "skipped: no CUDA device (<driver message>)".
 #if !defined(__CUDACC__)
-#error "device_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
+#error "test_device.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
 #endif
 
 #include <catch2/catch.hpp>

@@ -5,7 +5,7 @@
 // usable device, or on a device without memory pools, each test prints "skipped: ..." (ctest counts
 // it as skipped).
 #if !defined(__CUDACC__)
-#error "async_pool_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
+#error "test_async_pool.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
 #endif
 
 #include <catch2/catch.hpp>

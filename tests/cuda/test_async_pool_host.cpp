@@ -2,7 +2,7 @@
 // cuda::AsyncPool from a host compiler: it is a stream-ordered DeviceBackend, and where the runtime
 // finds no usable driver (this machine) every pool call throws NoDeviceError with the driver's
 // message while a cuda::AsyncAllocator blob still works on the host. Where a device is present the
-// no-driver checks print "skipped: ..." (the GPU tests are in async_pool_test.cu).
+// no-driver checks print "skipped: ..." (the GPU tests are in test_async_pool.cu).
 #include <catch2/catch.hpp>
 
 #include <iostream>

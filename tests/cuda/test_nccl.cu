@@ -5,7 +5,7 @@
 // and device-fresh diffs; the mismatch error on every rank. Without a usable device the GPU tests
 // print "skipped: no CUDA device (...)"; the error translation runs everywhere.
 #if !defined(__CUDACC__)
-#error "nccl_test.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
+#error "test_nccl.cu is a CUDA translation unit: build it with nvcc (SYNCBLOB_ENABLE_CUDA=ON)"
 #endif
 
 #include <catch2/catch.hpp>

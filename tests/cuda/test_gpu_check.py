@@ -9,7 +9,7 @@
    and survivors pass, an unexpected skip or survivor fails, --budget and --only are honoured, and
    scripts/gpu-report renders the results.
 
-    gpu_check_test.py BUILD WORK
+    test_gpu_check.py BUILD WORK
 Where BUILD's probe finds a usable GPU, part 1 would run the whole check: the test prints
 "skipped: ..." instead (ctest counts it as skipped).
 """
