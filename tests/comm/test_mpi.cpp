@@ -318,7 +318,7 @@ TEST_CASE("mpi: runs over the count limit are split (INT_MAX in production, lowe
     CHECK(std::ranges::all_of(arena[2].host_data(), [](float x) { return x == 5.0f; }));
 }
 
-TEST_CASE("mpi calls left to choose their pieces cut 4 MiB on one host and 16 MiB across hosts", "[mpi]") {
+TEST_CASE("mpi calls left to choose their pieces cut 4 MiB on one host and 32 MiB across hosts", "[mpi]") {
     // Where the ranks run, as MPI's shared-memory split tells it (the calls learn it from the
     // agreement instead): more than one group is more than one host.
     MPI_Comm local = MPI_COMM_NULL;
@@ -327,11 +327,11 @@ TEST_CASE("mpi calls left to choose their pieces cut 4 MiB on one host and 16 Mi
     MPI_Comm_free(&local);
     INFO((across_hosts ? "across hosts, " : "on one host, ") << ranks() << " ranks");
     STATIC_REQUIRE(mpi::piece_bytes_within_host == std::size_t{4} << 20);
-    STATIC_REQUIRE(mpi::piece_bytes_across_hosts == std::size_t{16} << 20);
+    STATIC_REQUIRE(mpi::piece_bytes_across_hosts == std::size_t{32} << 20);
     ParameterArena<float> arena;
-    arena.add({std::int64_t{5} << 20});  // 20 MiB: 5 pieces of 4 MiB, or 16 MiB and 4 MiB
+    arena.add({std::int64_t{10} << 20});  // 40 MiB: 10 pieces of 4 MiB, or 32 MiB and 8 MiB
     arena.seal();
-    const std::uint64_t expected = across_hosts ? 2 : 5;
+    const std::uint64_t expected = across_hosts ? 2 : 10;
     const Reduce reduce = GENERATE(Reduce::sum, Reduce::mean);
     const float expected_value =
         reduce == Reduce::sum ? static_cast<float>(ranks() * (ranks() + 1) / 2) : static_cast<float>(ranks() + 1) / 2;
@@ -352,7 +352,7 @@ TEST_CASE("mpi calls left to choose their pieces cut 4 MiB on one host and 16 Mi
     CHECK(reduced_everywhere());
     // Set, the value is taken wherever the ranks run.
     fill();
-    CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = std::size_t{8} << 20}).calls == 3);
+    CHECK(mpi::allreduce_diff(arena, MPI_COMM_WORLD, reduce, {.piece_bytes = std::size_t{16} << 20}).calls == 3);
     CHECK(reduced_everywhere());
 }
 

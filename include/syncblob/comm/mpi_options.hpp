@@ -47,9 +47,11 @@ struct Options {
 inline constexpr std::size_t piece_bytes_within_host = std::size_t{4} << 20;
 
 /// The pieces of a call whose communicator spans hosts (`Options::piece_bytes` unset): over TCP at
-/// 1 Gbit/s between two hosts, 4 MiB pieces made the ring's mean 0.72–0.76 of a raw MPI_Allreduce
-/// of 64 MiB on 2 ranks, 16 MiB pieces 0.99–1.00, and no worse at 10 Gbit/s or on 4 ranks.
-inline constexpr std::size_t piece_bytes_across_hosts = std::size_t{16} << 20;
+/// 1 Gbit/s between two hosts, a mean of 64 MiB on 2 ranks ran at 0.72–0.76 of a raw MPI_Allreduce
+/// in 4 MiB pieces and at 1.00 in 16 MiB ones, but the bucketed form there at 0.75–0.81 until its
+/// pieces were 32 MiB (1.00); 32 MiB was no worse at 10 Gbit/s or on 4 ranks. The ring's scratch
+/// memory is `ring_pieces_in_flight` pieces divided by the number of ranks.
+inline constexpr std::size_t piece_bytes_across_hosts = std::size_t{32} << 20;
 
 /// Pieces of the ring all-reduce (`Options::piece_bytes` each) in flight at a time, in a mean and in
 /// the bucketed all-reduce: chosen from measurement (docs/scaling-out.md).
