@@ -69,13 +69,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         std::stable_sort(entries.begin(), entries.end(),
                          [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
-        const auto again =
-            io::detail::parse_checkpoint_index(io::detail::checkpoint_index_text(index.total_size.value_or(0), entries),
-                                               "fuzz (written back)");
+        const auto again = io::detail::parse_checkpoint_index(
+            io::detail::checkpoint_index_text(index.total_size.value_or(0), entries), "fuzz (written back)");
         fuzz::require(again.weight_map.size() == entries.size(), "the written index holds every entry");
         for (std::size_t i = 0; i < entries.size(); ++i) {
-            fuzz::require(again.weight_map[i].tensor == entries[i].tensor && again.weight_map[i].shard == entries[i].shard,
-                          "the written index reads back entry by entry");
+            fuzz::require(
+                again.weight_map[i].tensor == entries[i].tensor && again.weight_map[i].shard == entries[i].shard,
+                "the written index reads back entry by entry");
         }
     } catch (const syncblob::Error&) {
     }

@@ -60,8 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (old) {
         std::string index = "{\"weight_map\": {\"cfg\": \"config.json\"";
         for (int k = in.ConsumeIntegralInRange(0, 3); k > 0; --k) {
-            const std::string shard = in.ConsumeBool() ? io::detail::shard_file_name("model", static_cast<std::size_t>(k), 3)
-                                                       : in.ConsumeRandomLengthString(24);
+            const std::string shard = in.ConsumeBool()
+                                          ? io::detail::shard_file_name("model", static_cast<std::size_t>(k), 3)
+                                          : in.ConsumeRandomLengthString(24);
             try {
                 index += ", \"t" + std::to_string(k) + "\": " + io::detail::json_quote(shard, "shard");
             } catch (const syncblob::FormatError&) {  // not UTF-8: the index names another
@@ -79,7 +80,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::map<std::string, Want> want;
     for (int n = in.ConsumeIntegralInRange(0, 6); n > 0; --n) {
         const std::string name = in.ConsumeRandomLengthString(16);
-        const auto dtype = syncblob::all_dtypes[in.ConsumeIntegralInRange<std::size_t>(0, syncblob::all_dtypes.size() - 1)];
+        const auto dtype =
+            syncblob::all_dtypes[in.ConsumeIntegralInRange<std::size_t>(0, syncblob::all_dtypes.size() - 1)];
         std::vector<std::int64_t> shape;
         std::uint64_t count = 1;
         for (int axes = in.ConsumeIntegralInRange(0, 3); axes > 0; --axes) {

@@ -13,8 +13,18 @@
 
 namespace sm = syncblob::math;
 
-float asum_f(const float* x, std::int64_t n) { return sm::asum(x, n); }
-double sumsq_d(const double* x, std::int64_t n) { return sm::sumsq(x, n); }
-float dot_f(const float* x, const float* y, std::int64_t n) { return sm::dot(x, y, n); }
-void sub_d(double* y, const double* x, std::int64_t n) { sm::sub(y, x, n); }
-void scale_f(float* x, float alpha, std::int64_t n) { sm::scale(x, alpha, n); }
+float asum_f(const float* x, std::int64_t n) {
+    return sm::asum(x, n);
+}
+double sumsq_d(const double* x, std::int64_t n) {
+    return sm::sumsq(x, n);
+}
+float dot_f(const float* x, const float* y, std::int64_t n) {
+    return sm::dot(x, y, n);
+}
+void sub_d(double* y, const double* x, std::int64_t n) {
+    sm::sub(y, x, n);
+}
+void scale_f(float* x, float alpha, std::int64_t n) {
+    sm::scale(x, alpha, n);
+}
