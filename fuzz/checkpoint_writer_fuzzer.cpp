@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -28,7 +29,7 @@ namespace io = syncblob::io;
 
 namespace {
 
-const std::string config_text = "{\"model_type\": \"fuzz\"}\n";
+constexpr std::string_view config_text = "{\"model_type\": \"fuzz\"}\n";
 
 std::string slurp(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
@@ -40,7 +41,7 @@ void write_text(const fs::path& p, const std::string& text) {
 }
 
 struct Want {
-    syncblob::Dtype dtype;
+    syncblob::Dtype dtype{};
     std::vector<std::int64_t> shape;
     std::vector<std::byte> bytes;
 };
@@ -53,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::error_code ec;
     fs::remove_all(root, ec);
     fs::create_directories(root);
-    write_text(root / "config.json", config_text);
+    write_text(root / "config.json", std::string(config_text));
 
     // The old checkpoint: shards of the default prefix and whatever names the input gives.
     const bool old = in.ConsumeBool();
