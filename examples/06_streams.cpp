@@ -12,7 +12,7 @@
 #include <string>
 
 #include <syncblob/math.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace sb = syncblob;
 using Device = sb::SimulatedDevice;

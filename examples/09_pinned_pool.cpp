@@ -5,12 +5,13 @@
 // The device is SimulatedDevice (copies run late, as on a GPU), so this runs on any machine. With a
 // GPU, the same code uses syncblob::cuda::PooledHostAllocator and syncblob::cuda::PinnedPool.
 
+#include <cstddef>
 #include <cstring>
 #include <iostream>
 
 #include <syncblob/blob.hpp>
 #include <syncblob/memory/pinned_pool.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace sb = syncblob;
 using Device = sb::SimulatedDevice;
@@ -57,7 +58,9 @@ int main() {
         batch24.fill(1.0f);
         batch36.fill(1.0f);
         std::cout << "carved from the 16 MiB segment: " << (batch24.host_data().data() == segment ? "yes" : "no")
-                  << ", " << (batch36.host_data().data() == batch24.host_data().data() + 24 * 65536 ? "yes" : "no")
+                  << ", "
+                  << (batch36.host_data().data() == batch24.host_data().data() + std::ptrdiff_t{24} * 65536 ? "yes"
+                                                                                                            : "no")
                   << '\n';
         print("two smaller batches", Pool::stats());
     }

@@ -15,7 +15,7 @@
 #include <syncblob/arena.hpp>
 #include <syncblob/core/sync_audit.hpp>
 #include <syncblob/math.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 
 namespace sb = syncblob;
 namespace audit = syncblob::audit;

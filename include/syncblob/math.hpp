@@ -31,7 +31,7 @@
 #include "math/device_kernels.hpp"
 #include "math/host_kernels.hpp"
 #include "math/operations.hpp"
-#include "math/simulated_kernels.hpp"
+#include "sim/kernels.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -17,9 +17,9 @@
 #include "memory/no_device.hpp"
 #include "memory/pinned_pool.hpp"
 #include "memory/pool_stats.hpp"
-#include "memory/simulated_device.hpp"
 #include "memory/synced_buffer.hpp"
 #include "memory/transfer_stats.hpp"
+#include "sim/device.hpp"
 #if __has_include("blob.hpp")
 #include "blob.hpp"
 #endif

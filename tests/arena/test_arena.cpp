@@ -13,7 +13,7 @@
 
 #include <syncblob/arena.hpp>
 
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "../io/peak_memory.hpp"
 #include "../memory/counting_allocator.hpp"

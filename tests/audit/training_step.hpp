@@ -17,7 +17,7 @@
 #include <syncblob/arena.hpp>
 #include <syncblob/io/checkpoint_writer.hpp>
 #include <syncblob/math.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 
 namespace audit_test {
 

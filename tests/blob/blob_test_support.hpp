@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <syncblob/blob.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace blob_test {
 

@@ -11,7 +11,7 @@
 
 #include <syncblob/blob.hpp>
 #include <syncblob/memory/no_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 using syncblob::Blob;
 using syncblob::Head;

@@ -14,7 +14,7 @@
 #include <limits>
 #include <string>
 #include <syncblob/checkpoint.hpp>
-#include <syncblob/memory/simulated_timeline.hpp>
+#include <syncblob/sim/timeline.hpp>
 #include <vector>
 
 #include "checkpoint_support.hpp"
@@ -24,7 +24,7 @@
 namespace fs = std::filesystem;
 using namespace syncblob;
 using Catch::Matchers::Contains;
-using Kind = detail::sim::OpKind;
+using Kind = sim::detail::OpKind;
 using Device = SimulatedDevice;
 
 TEST_CASE("a checkpoint loads into the host side of an arena, in its order, on any number of threads",

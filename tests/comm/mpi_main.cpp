@@ -8,7 +8,7 @@
 
 #include <iostream>
 
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 int main(int argc, char* argv[]) {
     MPI_Init(&argc, &argv);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <syncblob/comm/mpi.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "device_guard.hpp"
 #include "mpi_test_support.hpp"

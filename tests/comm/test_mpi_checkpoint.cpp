@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <syncblob/comm/mpi_checkpoint.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "../checkpoint/checkpoint_support.hpp"
 #include "mpi_test_support.hpp"

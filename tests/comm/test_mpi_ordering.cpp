@@ -13,7 +13,7 @@
 
 #include <syncblob/arena.hpp>
 #include <syncblob/comm/mpi.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace {
 

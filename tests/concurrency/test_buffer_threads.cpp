@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "device_guard.hpp"
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include <syncblob/memory/pinned_pool.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <syncblob/arena.hpp>
 #include <syncblob/core/hardware.hpp>
 #include <syncblob/core/thread_pool.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 #include <syncblob/syncblob.hpp>
 
 #define SYNCBLOB_TEST_TEXT(...) #__VA_ARGS__

@@ -13,7 +13,7 @@
 #include <string>
 #include <syncblob/core/sync_audit.hpp>
 #include <syncblob/interop/dlpack.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 #include <utility>
 #include <vector>
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <syncblob/arena.hpp>
 #include <syncblob/io/npy.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 #include <vector>
 
 #include "blob_file_values.hpp"

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 #include <syncblob/io/safetensors.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 #include <vector>
 
 #include "blob_file_values.hpp"

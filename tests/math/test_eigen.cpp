@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <syncblob/eigen.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 using syncblob::Head;
 

@@ -2,7 +2,7 @@
 // syncblob/math.hpp on the host-only and simulated-device allocators (the generic suite), plus the
 // host kernels' switches: kernel paths, threading and determinism.
 #include <syncblob/math.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include <algorithm>
 #include <array>

@@ -10,8 +10,8 @@
 
 #include <syncblob/core/sync_audit.hpp>
 #include <syncblob/math.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 using syncblob::Blob;
 using syncblob::Head;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace syncblob_test {
 

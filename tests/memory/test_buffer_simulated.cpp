@@ -4,8 +4,8 @@
 
 #include <tuple>
 
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 using SuiteAllocators = std::tuple<syncblob::Simulated, syncblob::SimulatedAsync>;
 #include "buffer_suite.hpp"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include <syncblob/memory/no_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace {
 

@@ -21,7 +21,7 @@
 
 #include <syncblob/blob.hpp>
 #include <syncblob/memory/pinned_pool.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "counting_allocator.hpp"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "simulated_test_kernels.hpp"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "counting_allocator.hpp"
 #include "device_guard.hpp"
@@ -462,9 +462,8 @@ TEST_CASE("A scope of no simulated device is refused, naming the setting", "[mem
     for (const int count : {0, -1}) {
         SimulatedDevice::Settings s;
         s.device_count = count;
-        CHECK_THROWS_WITH(SimulatedDevice::Scope{s},
-                          "SimulatedDevice::Scope: Settings::device_count " + std::to_string(count) +
-                              ": a scope needs at least one device");
+        CHECK_THROWS_WITH(SimulatedDevice::Scope{s}, "SimulatedDevice::Scope: Settings::device_count " +
+                                                         std::to_string(count) + ": a scope needs at least one device");
     }
     CHECK(SimulatedDevice::settings().device_count >= 1);  // nothing was installed
 }

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include <syncblob/memory/pinned_pool.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/async_device.hpp>
 
 #include "simulated_test_kernels.hpp"
 

@@ -5,13 +5,13 @@
 
 #include <catch2/catch.hpp>
 
-#include <syncblob/memory/simulated_timeline.hpp>
+#include <syncblob/sim/timeline.hpp>
 #include <thread>
 #include <vector>
 
 using namespace syncblob;
 using Device = SimulatedDevice;
-using Kind = detail::sim::OpKind;
+using Kind = sim::detail::OpKind;
 
 namespace {
 

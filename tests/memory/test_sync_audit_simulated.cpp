@@ -12,9 +12,9 @@
 #include <vector>
 
 #include <syncblob/core/sync_audit.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "audit_counts.hpp"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "files.hpp"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace syncblob_test {
 

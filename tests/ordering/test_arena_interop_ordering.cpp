@@ -19,7 +19,7 @@
 #include <syncblob/core/sync_audit.hpp>
 #include <syncblob/interop/dlpack.hpp>
 #include <syncblob/io/npy.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 
 #include "ordering_support.hpp"
 

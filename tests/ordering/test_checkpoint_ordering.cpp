@@ -16,7 +16,7 @@
 
 #include <syncblob/checkpoint.hpp>
 #include <syncblob/core/thread_pool.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 
 #include "../checkpoint/checkpoint_support.hpp"
 #include "ordering_support.hpp"

@@ -26,9 +26,9 @@
 #include <thread>
 
 #include <syncblob/memory/pinned_pool.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #if defined(__SANITIZE_ADDRESS__)
 // Read by the ASan runtime at start-up (see the file comment).

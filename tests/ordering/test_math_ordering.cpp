@@ -10,7 +10,7 @@
 
 #include <syncblob/blob.hpp>
 #include <syncblob/math.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
+#include <syncblob/sim/async_device.hpp>
 
 #include "ordering_support.hpp"
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include <syncblob/blob.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
 #include <syncblob/memory/synced_buffer.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 #include "ordering_support.hpp"
 

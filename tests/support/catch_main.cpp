@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <iostream>
 
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace {
 

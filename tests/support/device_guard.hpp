@@ -16,8 +16,8 @@
 #include <vector>
 
 #include <syncblob/memory/device_backend.hpp>
-#include <syncblob/memory/simulated_async_device.hpp>
-#include <syncblob/memory/simulated_device.hpp>
+#include <syncblob/sim/async_device.hpp>
+#include <syncblob/sim/device.hpp>
 
 namespace syncblob_test {
 

@@ -22,9 +22,9 @@
 
 #include "../core/element.hpp"
 #include "../io/checkpoint.hpp"
-#include "../memory/simulated_async_device.hpp"
-#include "../memory/simulated_device.hpp"
-#include "../memory/simulated_timeline.hpp"
+#include "../sim/async_device.hpp"
+#include "../sim/device.hpp"
+#include "../sim/timeline.hpp"
 #include "plan.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE

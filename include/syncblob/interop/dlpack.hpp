@@ -30,8 +30,8 @@
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../core/sync_audit.hpp"
-#include "../memory/simulated_device.hpp"
 #include "../memory/synced_buffer.hpp"
+#include "../sim/device.hpp"
 #include "detail/dlpack_import.hpp"
 #include "dlpack_abi.hpp"
 

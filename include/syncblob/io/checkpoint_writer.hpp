@@ -67,10 +67,9 @@ inline void check_prefix(const std::string& prefix, std::size_t shards) {
     } catch (const FormatError&) {
         refuse("is not valid UTF-8 (the index names its shards in JSON)");
     }
-    const std::size_t longest = std::max(prefix.size() + std::string_view(".safetensors.index.json").size(),
-                                         shard_file_name(prefix, std::max<std::size_t>(shards, 1),
-                                                         std::max<std::size_t>(shards, 1))
-                                             .size());
+    const std::size_t longest =
+        std::max(prefix.size() + std::string_view(".safetensors.index.json").size(),
+                 shard_file_name(prefix, std::max<std::size_t>(shards, 1), std::max<std::size_t>(shards, 1)).size());
     if (longest > NAME_MAX) {
         refuse("makes file names of " + std::to_string(longest) + " bytes, more than a file name may have (" +
                std::to_string(NAME_MAX) + ")");

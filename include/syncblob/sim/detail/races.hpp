@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "../../core/config.hpp"
-#include "simulated_ops.hpp"
+#include "ops.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::sim {
+namespace sim::detail {
 
 /// One access of a past or queued operation, kept while a later operation could race with it.
 struct Access {
@@ -94,6 +94,6 @@ private:
     std::vector<Access> history_;
 };
 
-}  // namespace detail::sim
+}  // namespace sim::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "../../core/config.hpp"
-#include "simulated_ops.hpp"
-#include "simulated_races.hpp"
-#include "simulated_timeline.hpp"
+#include "clock.hpp"
+#include "ops.hpp"
+#include "races.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::sim {
+namespace sim::detail {
 
 struct Block {
     std::size_t bytes = 0;
@@ -398,6 +398,6 @@ private:
     std::vector<std::string> faults_;
 };
 
-}  // namespace detail::sim
+}  // namespace sim::detail
 
 SYNCBLOB_END_NAMESPACE

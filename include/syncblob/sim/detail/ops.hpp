@@ -19,7 +19,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::sim {
+namespace sim::detail {
 
 /// Bytes an operation reads or writes.
 struct Range {
@@ -145,6 +145,6 @@ struct Footprint {
     std::size_t faults = 0;   ///< faults recorded (until a scope clears them)
 };
 
-}  // namespace detail::sim
+}  // namespace sim::detail
 
 SYNCBLOB_END_NAMESPACE

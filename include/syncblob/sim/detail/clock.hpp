@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "../../core/config.hpp"
-#include "simulated_ops.hpp"
+#include "ops.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::sim {
+namespace sim::detail {
 
 /// The durations a timeline gives: bytes over these rates (bytes per second).
 struct TimelineSettings {
@@ -177,6 +177,6 @@ private:
     std::vector<TimelineRecord> records_;
 };
 
-}  // namespace detail::sim
+}  // namespace sim::detail
 
 SYNCBLOB_END_NAMESPACE
