@@ -21,7 +21,7 @@ TEST_CASE("the simulator's old include paths give its classes", "[memory][sim]")
     SimulatedDevice::Scope scope({.checking = true});
     SimulatedTimeline timeline;
     Blob<float, SimulatedAsync> blob({4});
-    blob.fill_data(2.0f);
+    blob.fill(2.0f);
     (void)blob.mutable_device_data();  // a copy to the device, on the timeline's clock; the host is stale
     CHECK(timeline.count(sim::detail::OpKind::copy) == 1);
     CHECK(asum_data(blob) == 8.0f);  // so the sum is the simulated device's kernel
