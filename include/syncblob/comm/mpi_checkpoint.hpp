@@ -118,24 +118,19 @@ std::vector<LoadRegion> load_regions(const ParameterArena<T, A>& arena, const st
 /// shard and place in it, and the shards' sizes): ranks whose checkpoints differ there disagree.
 inline std::uint64_t checkpoint_fingerprint(const io::Checkpoint& ckpt,
                                             const std::vector<const io::CheckpointTensor*>& tensors) {
-    std::uint64_t h = 14695981039346656037ull;
-    const auto mix = [&h](std::uint64_t v) {
-        for (int i = 0; i < 8; ++i) {
-            h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
-        }
-    };
+    syncblob::detail::Fnv1a h;
     for (const io::CheckpointTensor* t : tensors) {
-        mix(t == nullptr ? ~std::uint64_t{0} : static_cast<std::uint64_t>(t->dtype));
+        h.word(t == nullptr ? ~std::uint64_t{0} : static_cast<std::uint64_t>(t->dtype));
         if (t != nullptr) {
-            mix(t->shard);
-            mix(t->offset);
-            mix(t->count);
+            h.word(t->shard);
+            h.word(t->offset);
+            h.word(t->count);
         }
     }
     for (const auto& shard : ckpt.shards()) {
-        mix(shard.size);
+        h.word(shard.size);
     }
-    return h;
+    return h.value();
 }
 
 }  // namespace detail

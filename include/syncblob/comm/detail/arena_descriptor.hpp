@@ -56,6 +56,23 @@ struct ArenaDescriptor {
 /// chosen from where the ranks run, alike on every rank.
 inline constexpr std::uint64_t automatic_piece = ~std::uint64_t{0};
 
+/// 64-bit FNV-1a: the fingerprints the agreement compares (an arena's layout, a checkpoint's
+/// tensors, a host's name).
+class Fnv1a {
+public:
+    void byte(unsigned char b) noexcept { h_ = (h_ ^ b) * 1099511628211ull; }
+    /// The 8 bytes of `v`, least significant first.
+    void word(std::uint64_t v) noexcept {
+        for (int i = 0; i < 8; ++i) {
+            byte(static_cast<unsigned char>(v >> (8 * i)));
+        }
+    }
+    [[nodiscard]] std::uint64_t value() const noexcept { return h_; }
+
+private:
+    std::uint64_t h_ = 14695981039346656037ull;
+};
+
 /// Puts a call's timeout into its descriptor.
 inline void note_timeout(ArenaDescriptor& d, std::optional<std::chrono::milliseconds> timeout) noexcept {
     d.timeout_set = timeout ? 1 : 0;
@@ -101,19 +118,14 @@ ArenaDescriptor describe(const ParameterArena<T, A>& arena, std::string_view op,
     d.blobs = arena.size();
     d.elements = static_cast<std::uint64_t>(arena.count());
     d.bytes = arena.bytes();
-    std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the extents, each shape ended by its rank
-    const auto mix = [&h](std::uint64_t v) {
-        for (int i = 0; i < 8; ++i) {
-            h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
-        }
-    };
+    Fnv1a h;  // over the extents, each shape ended by its rank
     for (const auto& shape : arena.shapes()) {
         for (const std::int64_t extent : shape) {
-            mix(static_cast<std::uint64_t>(extent));
+            h.word(static_cast<std::uint64_t>(extent));
         }
-        mix(0xFFFF'0000ull + shape.rank());
+        h.word(0xFFFF'0000ull + shape.rank());
     }
-    d.layout = h;
+    d.layout = h.value();
     d.operation = static_cast<std::uint64_t>(operation);
     d.argument = argument;
     d.first_bucket = first_bucket;

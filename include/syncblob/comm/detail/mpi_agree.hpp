@@ -44,11 +44,11 @@ inline std::uint64_t host_fingerprint() {
         if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) {
             length = 0;
         }
-        std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+        syncblob::detail::Fnv1a h;
         for (int i = 0; i < length; ++i) {
-            h = (h ^ static_cast<unsigned char>(name[i])) * 1099511628211ull;
+            h.byte(static_cast<unsigned char>(name[i]));
         }
-        return h;
+        return h.value();
     }();
     return fingerprint;
 }
