@@ -63,8 +63,8 @@ fs::path bench_dir() {
 }
 
 // The checkpoint, written once, then read once so that the page cache holds it.
-const io::Checkpoint& stored_checkpoint() {
-    static const io::Checkpoint ckpt = [] {
+const checkpoint::Checkpoint& stored_checkpoint() {
+    static const checkpoint::Checkpoint ckpt = [] {
         const auto [d, layers, shard] = size();
         return syncblob_bench::write_checkpoint<float>(bench_dir(), syncblob_bench::transformer_layout(d, layers),
                                                        shard);
@@ -121,7 +121,7 @@ void BM_arena_host_load(benchmark::State& state) {
     checkpoint::CheckpointArena<float> arena(c);
     (void)arena.load(c);  // the arena's memory touched once, as the limit's buffer is
     // The arena's host data (padding included, so at least the bytes the limit reads).
-    auto* memory = reinterpret_cast<char*>(arena.arena().data_buffer().mutable_host_data().data());
+    auto* memory = reinterpret_cast<char*>(arena.arena().flat_data().mutable_host_data().data());
     paired_with_pread(
         state,
         [&] {
@@ -136,7 +136,7 @@ void BM_arena_host_load_fresh(benchmark::State& state) {
     const auto& c = stored_checkpoint();
     paired_with_pread(state, [&] {
         auto arena = checkpoint::load<float>(c);
-        benchmark::DoNotOptimize(arena.arena().data_buffer().host_data().data());
+        benchmark::DoNotOptimize(arena.arena().flat_data().host_data().data());
     });
 }
 

@@ -52,8 +52,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <syncblob/checkpoint/writer.hpp>
 #include <syncblob/comm/mpi_checkpoint.hpp>
-#include <syncblob/io/checkpoint_writer.hpp>
 #endif
 
 namespace sb = syncblob;
@@ -245,7 +245,7 @@ public:
         dir_ = std::filesystem::path(base != nullptr ? base : std::filesystem::temp_directory_path().string()) /
                ("syncblob-bench-shared-load-" + std::to_string(job)) / name;
         if (host_rank_ == 0) {
-            sb::io::CheckpointWriter writer;
+            sb::checkpoint::Writer writer;
             constexpr int tensors = 16;
             const auto floats = static_cast<std::int64_t>((mib << 20) / sizeof(float) / tensors);
             for (int t = 0; t < tensors; ++t) {
@@ -256,12 +256,12 @@ public:
                 }
                 writer.add("layer" + std::to_string(t) + ".weight", blob);
             }
-            sb::io::CheckpointSaveOptions options;
+            sb::checkpoint::SaveOptions options;
             options.max_shard_bytes = std::uint64_t{64} << 20;
             (void)writer.save(dir_, options);
         }
         MPI_Barrier(MPI_COMM_WORLD);
-        checkpoint_ = sb::io::Checkpoint::open(dir_);
+        checkpoint_ = sb::checkpoint::Checkpoint::open(dir_);
     }
     ~HostCheckpoint() {
         MPI_Barrier(MPI_COMM_WORLD);
@@ -274,7 +274,7 @@ public:
     HostCheckpoint(const HostCheckpoint&) = delete;
     HostCheckpoint& operator=(const HostCheckpoint&) = delete;
 
-    [[nodiscard]] const sb::io::Checkpoint& checkpoint() const noexcept { return checkpoint_; }
+    [[nodiscard]] const sb::checkpoint::Checkpoint& checkpoint() const noexcept { return checkpoint_; }
     // The host's copy leaves the page cache: the next load reads it from the disk.
     void drop_from_cache() const {
         if (host_rank_ == 0) {
@@ -293,12 +293,12 @@ private:
     MPI_Comm host_ = MPI_COMM_NULL;
     int host_rank_ = 0;
     std::filesystem::path dir_;
-    sb::io::Checkpoint checkpoint_;
+    sb::checkpoint::Checkpoint checkpoint_;
 };
 
 void shared_load(benchmark::State& state) {
     const HostCheckpoint host(static_cast<std::size_t>(state.range(0)));
-    const sb::io::Checkpoint& ckpt = host.checkpoint();
+    const sb::checkpoint::Checkpoint& ckpt = host.checkpoint();
     sb::checkpoint::CheckpointArena<float> every(ckpt);
     sb::checkpoint::CheckpointArena<float> shared(ckpt);
     std::vector<double> every_times;

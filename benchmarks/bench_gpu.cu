@@ -349,8 +349,8 @@ fs::path bench_dir(const Options& o) {
 }
 
 /// Loads of `ckpt` into a float arena on the device against the limit of the same bytes.
-void checkpoint_load(Report& report, const Budget& budget, const sb::io::Checkpoint& ckpt, const std::string& what,
-                     bool convert) {
+void checkpoint_load(Report& report, const Budget& budget, const sb::checkpoint::Checkpoint& ckpt,
+                     const std::string& what, bool convert) {
     using Arena = sb::checkpoint::CheckpointArena<float, sb::cuda::Allocator>;
     Arena arena(ckpt);
     sb::checkpoint::LoadOptions options;
@@ -531,7 +531,7 @@ void item_nccl(Report& report, const Options& o) {
             arena.add({std::int64_t{1} << 20});  // 4 MiB each
         }
         arena.seal();
-        auto diff = arena.diff_buffer();
+        auto diff = arena.flat_diff();
         float* p = diff.mutable_device_data();  // every slice fresh on the device
         const std::size_t count = diff.elements();
         const cudaStream_t stream = arena.stream();

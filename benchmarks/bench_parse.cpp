@@ -17,18 +17,18 @@
 //   json_blob/N             io::parse_json of a blob document of N F32 values
 //   safetensors_100MB       SafetensorsFile::open of a file whose header is just under 100 MB
 // and every other count an input or a caller controls, timed per item the same way:
-//   checkpoint_open/N       io::Checkpoint::open of a folder whose index maps N tensors to one shard
+//   checkpoint_open/N       checkpoint::Checkpoint::open of a folder whose index maps N tensors to one shard
 //                           holding them: both parses, the name indexes and every check against the index
 //   checkpoint_shards/N     Checkpoint::open of an index naming N shards, none of which exists: the
 //                           index is read and its numbering checked, then the first shard is missing
-//   checkpoint_save/N       CheckpointWriter::save of N one-element blobs in shards of 4 MB, into a
+//   checkpoint_save/N       checkpoint::Writer::save of N one-element blobs in shards of 4 MB, into a
 //                           folder holding the last save (its index read, its shards replaced)
 //   checkpoint_arena/N      checkpoint::CheckpointArena of a checkpoint of N one-element tensors (a
 //                           third with diffs), laid out and loaded on the host
 //   arena_blobs/N           ParameterArena: N blobs added, sealed, and both buffers viewed
 //   arena_buckets/N         ParameterArena::buckets(1 KiB) of N sealed one-element blobs
 //   agreement_ranks/N       the agreement's verdict over the descriptors of N ranks (what every rank
-//                           computes after the gather, in syncblob::detail::settle)
+//                           computes after the gather, in comm::detail::settle)
 // The families whose items are objects of their own (arena_blobs, checkpoint_arena) also run at an equal footprint
 // ("<family>_1M/N"): 10^6 items in every row, as 10^6 / N pieces of N items each, all alive together. Every row then
 // touches the same memory, so a row's time per item differs from another's only by what the work does per item as N
@@ -53,7 +53,7 @@
 
 #include <syncblob/arena.hpp>
 #include <syncblob/checkpoint.hpp>
-#include <syncblob/comm/detail/arena_descriptor.hpp>
+#include <syncblob/comm/detail/agreement.hpp>
 #include <syncblob/io/json.hpp>
 #include <syncblob/io/safetensors.hpp>
 
@@ -175,15 +175,15 @@ struct CountingHandler {
     void end_object() { ++events; }
     void end_array() { ++events; }
     void key(std::string_view, std::uint64_t) { ++events; }
-    void scalar(const io::detail::json_stream::Scalar&) { ++events; }
+    void scalar(const io::parse::Scalar&) { ++events; }
 };
 
 void BM_json_reader(benchmark::State& state) {
     const std::string& text = cached_object(static_cast<std::size_t>(state.range(0)));
     for (auto _ : state) {
         CountingHandler h;
-        io::detail::json_stream::TextInput in(text);
-        io::detail::json_stream::read_json(in, h, {}, "bench");
+        io::parse::TextInput in(text);
+        io::parse::read_json(in, h, {}, "bench");
         benchmark::DoNotOptimize(h.events);
     }
     per_entry(state, state.range(0));
@@ -247,14 +247,14 @@ const fs::path& cached_checkpoint(std::size_t n, std::uint64_t shard_bytes = 4'0
     auto& folder = folders[n];
     if (folder.empty()) {
         folder = bench_dir() / ("checkpoint-" + std::to_string(n));
-        io::CheckpointWriter w;
+        checkpoint::Writer w;
         for (std::size_t k = 0; k < n; ++k) {
             Blob<float> b({1});
             b.fill(static_cast<float>(k));
             b.fill_diff(-1.0f);
             w.add("t" + std::to_string(k), b, k % 3 == 0);
         }
-        io::CheckpointSaveOptions options;
+        checkpoint::SaveOptions options;
         options.max_shard_bytes = shard_bytes;
         (void)w.save(folder, options);
     }
@@ -265,7 +265,7 @@ void BM_checkpoint_open(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     const fs::path& folder = cached_checkpoint(n, std::uint64_t{1} << 40);  // one shard
     for (auto _ : state) {
-        const auto c = io::Checkpoint::open(folder);
+        const auto c = checkpoint::Checkpoint::open(folder);
         benchmark::DoNotOptimize(c.tensors().size());
     }
     per_entry(state, state.range(0));
@@ -280,7 +280,8 @@ const fs::path& cached_shard_index(std::size_t n) {
         std::ofstream out(index, std::ios::binary);
         out << "{\"weight_map\": {";
         for (std::size_t k = 1; k <= n; ++k) {
-            out << (k == 1 ? "\"t" : ", \"t") << k << "\": \"" << io::detail::shard_file_name("model", k, n) << "\"";
+            out << (k == 1 ? "\"t" : ", \"t") << k << "\": \""
+                << syncblob::checkpoint::detail::shard_file_name("model", k, n) << "\"";
         }
         out << "}}";
     }
@@ -290,7 +291,7 @@ const fs::path& cached_shard_index(std::size_t n) {
 // Opens the index: the numbering is checked, then the first shard is missing.
 bool first_shard_missing(const fs::path& index) {
     try {
-        (void)io::Checkpoint::open(index);
+        (void)checkpoint::Checkpoint::open(index);
         return false;
     } catch (const IOError&) {
         return true;
@@ -311,13 +312,13 @@ void BM_checkpoint_save(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     std::vector<Blob<float>> blobs;
     blobs.reserve(n);
-    io::CheckpointWriter w;
+    checkpoint::Writer w;
     for (std::size_t k = 0; k < n; ++k) {
         blobs.emplace_back(Shape{1}).fill(static_cast<float>(k));
         w.add("t" + std::to_string(k), blobs.back());
     }
     const fs::path folder = bench_dir() / ("save-" + std::to_string(n));
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 4'000'000;
     for (auto _ : state) {
         benchmark::DoNotOptimize(w.save(folder, options).shards.size());
@@ -328,7 +329,7 @@ void BM_checkpoint_save(benchmark::State& state) {
 constexpr std::size_t million = 1'000'000;
 
 // `pieces` arenas of the checkpoint `c`, laid out and loaded, all alive until the end.
-void load_arenas(const io::Checkpoint& c, std::size_t pieces) {
+void load_arenas(const checkpoint::Checkpoint& c, std::size_t pieces) {
     std::vector<checkpoint::CheckpointArena<float>> arenas;
     arenas.reserve(pieces);
     for (std::size_t p = 0; p < pieces; ++p) {
@@ -337,7 +338,7 @@ void load_arenas(const io::Checkpoint& c, std::size_t pieces) {
 }
 
 void BM_checkpoint_arena(benchmark::State& state) {
-    const auto c = io::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
+    const auto c = checkpoint::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
     for (auto _ : state) {
         load_arenas(c, 1);
     }
@@ -345,7 +346,7 @@ void BM_checkpoint_arena(benchmark::State& state) {
 }
 
 void BM_checkpoint_arena_1M(benchmark::State& state) {
-    const auto c = io::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
+    const auto c = checkpoint::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
     for (auto _ : state) {
         load_arenas(c, million / static_cast<std::size_t>(state.range(0)));
     }
@@ -360,8 +361,8 @@ void build_arenas(std::size_t n, std::size_t pieces) {
             arena.add({1});
         }
         arena.seal();
-        benchmark::DoNotOptimize(arena.data_buffer().fresh_on_host());
-        benchmark::DoNotOptimize(arena.diff_buffer().fresh_on_host());
+        benchmark::DoNotOptimize(arena.flat_data().fresh_on_host());
+        benchmark::DoNotOptimize(arena.flat_diff().fresh_on_host());
     }
 }
 
@@ -399,11 +400,10 @@ void BM_agreement_ranks(benchmark::State& state) {
     arena.add({7});
     arena.seal();
     std::string problem;
-    const auto mine =
-        syncblob::detail::describe(arena, "bench", syncblob::detail::CommOperation::allreduce, 0, problem);
-    const std::vector<syncblob::detail::ArenaDescriptor> all(n, mine);
+    const auto mine = comm::detail::describe(arena, "bench", comm::detail::CommOperation::allreduce, 0, problem);
+    const std::vector<comm::detail::ArenaDescriptor> all(n, mine);
     for (auto _ : state) {
-        syncblob::detail::settle(all, "bench", 0, problem, nullptr);
+        comm::detail::settle(all, "bench", 0, problem, nullptr);
         benchmark::ClobberMemory();
     }
     per_entry(state, state.range(0));

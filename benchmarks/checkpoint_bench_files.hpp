@@ -54,7 +54,7 @@ inline std::vector<std::pair<std::string, syncblob::Shape>> transformer_layout(s
 }
 
 /// Reads every shard of `c` once, so that the page cache holds it.
-inline void read_into_page_cache(const syncblob::io::Checkpoint& c) {
+inline void read_into_page_cache(const syncblob::checkpoint::Checkpoint& c) {
     std::vector<char> sink(std::size_t{8} << 20);
     for (const auto& s : c.shards()) {
         const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -68,12 +68,12 @@ inline void read_into_page_cache(const syncblob::io::Checkpoint& c) {
 /// `max_shard` bytes; values (i + k) % 1000 / 4 for element i of tensor k), opens it and reads it
 /// once. The blobs are written one at a time, so the host holds one tensor more than the files.
 template <class T>
-syncblob::io::Checkpoint write_checkpoint(const std::filesystem::path& dir,
-                                          const std::vector<std::pair<std::string, syncblob::Shape>>& layout,
-                                          std::uint64_t max_shard) {
+syncblob::checkpoint::Checkpoint write_checkpoint(const std::filesystem::path& dir,
+                                                  const std::vector<std::pair<std::string, syncblob::Shape>>& layout,
+                                                  std::uint64_t max_shard) {
     {
         std::vector<syncblob::Blob<T>> blobs;
-        syncblob::io::CheckpointWriter w;
+        syncblob::checkpoint::Writer w;
         blobs.reserve(layout.size());
         for (const auto& [name, shape] : layout) {
             auto& b = blobs.emplace_back(shape);
@@ -83,11 +83,11 @@ syncblob::io::Checkpoint write_checkpoint(const std::filesystem::path& dir,
             }
             w.add(name, b);
         }
-        syncblob::io::CheckpointSaveOptions options;
+        syncblob::checkpoint::SaveOptions options;
         options.max_shard_bytes = max_shard;
         (void)w.save(dir, options);
     }
-    auto c = syncblob::io::Checkpoint::open(dir);
+    auto c = syncblob::checkpoint::Checkpoint::open(dir);
     read_into_page_cache(c);
     return c;
 }
@@ -99,7 +99,7 @@ struct Section {
     std::uint64_t end = 0;
 };
 
-inline std::vector<Section> sections(const syncblob::io::Checkpoint& c) {
+inline std::vector<Section> sections(const syncblob::checkpoint::Checkpoint& c) {
     std::vector<Section> out(c.shards().size());
     for (std::size_t s = 0; s < out.size(); ++s) {
         out[s].path = c.shards()[s].path.string();
@@ -115,7 +115,7 @@ inline std::vector<Section> sections(const syncblob::io::Checkpoint& c) {
 /// bytes claimed in order by `threads` threads (syncblob's pool, as the loader's readers).
 class ParallelPread {
 public:
-    ParallelPread(const syncblob::io::Checkpoint& c, std::size_t chunk) {
+    ParallelPread(const syncblob::checkpoint::Checkpoint& c, std::size_t chunk) {
         std::uint64_t at = 0;
         for (const auto& s : sections(c)) {
             const int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);

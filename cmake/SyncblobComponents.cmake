@@ -8,7 +8,7 @@
 #   component  target           dependency                          headers
 #   eigen      syncblob::eigen  Eigen 3.4                           syncblob/eigen.hpp, syncblob/math.hpp
 #   json       syncblob::json   nlohmann_json 3.11                  syncblob/io/json.hpp, syncblob/io/safetensors.hpp,
-#                                                                   syncblob/io/checkpoint.hpp, syncblob/checkpoint.hpp
+#                                                                   syncblob/checkpoint.hpp, syncblob/checkpoint/...
 #   cuda       syncblob::cuda   CUDA toolkit (cudart, cuBLAS)       syncblob/cuda/...
 #   mpi        syncblob::mpi    MPI (C API)                         syncblob/comm/mpi.hpp
 #   nccl       syncblob::nccl   NCCL (+ syncblob::cuda)             syncblob/comm/nccl.hpp

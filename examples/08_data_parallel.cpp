@@ -107,7 +107,7 @@ int main(int argc, char* argv[]) {
         }
 
         // Every process holds the same weights, bit for bit: compare each with rank 0's.
-        std::vector<float> mine(model.data_buffer().host_data().begin(), model.data_buffer().host_data().end());
+        std::vector<float> mine(model.flat_data().host_data().begin(), model.flat_data().host_data().end());
         std::vector<float> first = mine;
         MPI_Bcast(first.data(), static_cast<int>(first.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
         int same = std::memcmp(mine.data(), first.data(), mine.size() * sizeof(float)) == 0 ? 1 : 0;

@@ -31,7 +31,7 @@ float value(std::size_t k, std::size_t i) {
 // MLP matrix; the sizes vary from 16 bytes to 64 KiB, as a real model's do.
 std::vector<sb::Blob<float>> model(std::vector<std::string>& names) {
     std::vector<sb::Blob<float>> blobs;
-    const auto add = [&](const std::string& name, sb::Shape shape) {
+    const auto add = [&](const std::string& name, const sb::Shape& shape) {
         auto& b = blobs.emplace_back(shape);
         auto v = b.mutable_host_data();
         for (std::size_t i = 0; i < v.size(); ++i) {
@@ -60,14 +60,14 @@ int main() {
 
     // [save]
     // Shards of at most 64 KiB (transformers' default is 5 GB), the index written last.
-    sb::io::CheckpointWriter writer;
+    sb::checkpoint::Writer writer;
     for (std::size_t k = 0; k < blobs.size(); ++k) {
         writer.add(names[k], blobs[k]);
     }
-    sb::io::CheckpointSaveOptions save;
+    sb::checkpoint::SaveOptions save;
     save.max_shard_bytes = 64 << 10;
     const fs::path index = writer.save(dir, save);
-    const auto ckpt = sb::io::Checkpoint::open(index);  // the index and every shard header checked
+    const auto ckpt = sb::checkpoint::Checkpoint::open(index);  // the index and every shard header checked
     std::cout << index.filename().string() << ": " << ckpt.tensors().size() << " tensors, " << ckpt.total_size()
               << " bytes in " << ckpt.shards().size() << " shards\n";
     // [save]
@@ -128,7 +128,7 @@ int main() {
     // A BF16 checkpoint into the same float arena: the raw bytes are copied, kernels convert them.
     std::vector<sb::Blob<sb::bfloat16>> halves;
     halves.reserve(blobs.size());  // the writer reads the blobs when it saves: they must not move
-    sb::io::CheckpointWriter bf16;
+    sb::checkpoint::Writer bf16;
     for (std::size_t k = 0; k < blobs.size(); ++k) {
         auto& h = halves.emplace_back(blobs[k].shape());
         auto out = h.mutable_host_data();
@@ -137,7 +137,7 @@ int main() {
         }
         bf16.add(names[k], h);
     }
-    const auto half_ckpt = sb::io::Checkpoint::open(bf16.save(dir / "bf16", save));
+    const auto half_ckpt = sb::checkpoint::Checkpoint::open(bf16.save(dir / "bf16", save));
     options.convert = true;
     const auto converted = weights.load(half_ckpt, options);
     std::cout << "BF16 into float: " << converted.host_to_device_copies << " copies, " << converted.device_conversions

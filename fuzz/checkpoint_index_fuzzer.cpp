@@ -16,12 +16,13 @@
 #include <string_view>
 #include <vector>
 
-#include <syncblob/io/checkpoint_writer.hpp>
+#include <syncblob/checkpoint/writer.hpp>
 
 #include "fuzz_support.hpp"
 
 namespace fs = std::filesystem;
 namespace io = syncblob::io;
+namespace checkpoint = syncblob::checkpoint;
 
 namespace {
 
@@ -38,11 +39,11 @@ const fs::path& folder() {
         b.fill(2.0f);
         c.fill(3.0f);
         c.fill_diff(-3.0f);
-        io::CheckpointWriter w;
+        checkpoint::Writer w;
         w.add("a", a);
         w.add("b", b);
         w.add("c", c, true);
-        io::CheckpointSaveOptions options;
+        checkpoint::SaveOptions options;
         options.max_shard_bytes = 40;
         (void)w.save(d / "seed", options);
         for (const auto& e : fs::directory_iterator(d / "seed")) {
@@ -60,7 +61,7 @@ const fs::path& folder() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     try {
-        const auto index = io::detail::parse_checkpoint_index(text, "fuzz");
+        const auto index = checkpoint::detail::parse_checkpoint_index(text, "fuzz");
         auto entries = index.weight_map;
         for (const auto& e : entries) {
             fuzz::require(!e.shard.empty() && e.shard != "." && e.shard != ".." &&
@@ -69,8 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         std::stable_sort(entries.begin(), entries.end(),
                          [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
-        const auto again = io::detail::parse_checkpoint_index(
-            io::detail::checkpoint_index_text(index.total_size.value_or(0), entries), "fuzz (written back)");
+        const auto again = checkpoint::detail::parse_checkpoint_index(
+            checkpoint::detail::checkpoint_index_text(index.total_size.value_or(0), entries), "fuzz (written back)");
         fuzz::require(again.weight_map.size() == entries.size(), "the written index holds every entry");
         for (std::size_t i = 0; i < entries.size(); ++i) {
             fuzz::require(
@@ -87,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         io::LoadOptions options;
         options.max_bytes = fuzz::max_bytes;
-        const auto c = io::Checkpoint::open(folder(), options);
+        const auto c = checkpoint::Checkpoint::open(folder(), options);
         fuzz::require(c.tensors().size() <= 4, "an opened checkpoint holds only its shards' tensors");
         for (const auto& t : c.tensors()) {
             fuzz::require(t.shard < c.shards().size(), "every tensor is in one of the shards opened");

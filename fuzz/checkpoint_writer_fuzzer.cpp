@@ -20,12 +20,13 @@
 #include <system_error>
 #include <vector>
 
-#include <syncblob/io/checkpoint_writer.hpp>
+#include <syncblob/checkpoint/writer.hpp>
 
 #include "fuzz_support.hpp"
 
 namespace fs = std::filesystem;
 namespace io = syncblob::io;
+namespace checkpoint = syncblob::checkpoint;
 
 namespace {
 
@@ -62,10 +63,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::string index = "{\"weight_map\": {\"cfg\": \"config.json\"";
         for (int k = in.ConsumeIntegralInRange(0, 3); k > 0; --k) {
             const std::string shard = in.ConsumeBool()
-                                          ? io::detail::shard_file_name("model", static_cast<std::size_t>(k), 3)
+                                          ? checkpoint::detail::shard_file_name("model", static_cast<std::size_t>(k), 3)
                                           : in.ConsumeRandomLengthString(24);
             try {
-                index += ", \"t" + std::to_string(k) + "\": " + io::detail::json_quote(shard, "shard");
+                index += ", \"t" + std::to_string(k) + "\": " + io::parse::json_quote(shard, "shard");
             } catch (const syncblob::FormatError&) {  // not UTF-8: the index names another
                 index += ", \"t" + std::to_string(k) + "\": \"tokenizer.model\"";
             }
@@ -77,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         write_text(root / "model.safetensors.index.json", index + "}}");
     }
 
-    io::CheckpointWriter w;
+    checkpoint::Writer w;
     std::map<std::string, Want> want;
     for (int n = in.ConsumeIntegralInRange(0, 6); n > 0; --n) {
         const std::string name = in.ConsumeRandomLengthString(16);
@@ -103,13 +104,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::string key = in.ConsumeRandomLengthString(8);
         w.metadata()[key] = in.ConsumeRandomLengthString(8);
     }
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.prefix = in.ConsumeBool() ? std::string("model") : in.ConsumeRandomLengthString(12);
     options.max_shard_bytes = in.ConsumeIntegralInRange<std::uint64_t>(0, 64);
     const fs::path folder = root;
     try {
-        const io::SavedCheckpoint saved = w.save(folder, options);
-        const auto c = io::Checkpoint::open(saved.index);
+        const checkpoint::SaveReport saved = w.save(folder, options);
+        const auto c = checkpoint::Checkpoint::open(saved.index);
         fuzz::require(c.tensors().size() == want.size(), "open reads back every tensor saved");
         for (const auto& [name, expected] : want) {
             const auto* t = c.find(name);

@@ -29,8 +29,8 @@ SYNCBLOB_BEGIN_NAMESPACE
 ///
 /// `add` returns blobs until `seal()`, which makes one allocation per buffer and side (zero-filled)
 /// and lends each blob its slices, aligned to `alignment` bytes, host and device alike. Each blob
-/// then keeps its own state machine on its slices, with every accessor of `Blob`; `data_buffer()`
-/// and `diff_buffer()` see the union. After seal every blob's head is at_host (its zeros are fresh
+/// then keeps its own state machine on its slices, with every accessor of `Blob`; `flat_data()`
+/// and `flat_diff()` see the union. After seal every blob's head is at_host (its zeros are fresh
 /// there; contents written before seal are kept), so the first device access of a blob copies it.
 ///
 /// After seal the blobs' shapes and buffers are fixed: `add` and `seal` throw `StateError`, and so
@@ -157,15 +157,24 @@ public:
     /// The shapes the blobs were added with.
     [[nodiscard]] const std::vector<Shape>& shapes() const noexcept { return shapes_; }
 
-    /// The data of every blob as one buffer. \throws StateError before seal or when a blob left its slices.
-    [[nodiscard]] ArenaBuffer<T, Allocator> data_buffer() const {
-        check("ParameterArena::data_buffer");
+    /// The data of every blob as one flat buffer (an `ArenaBuffer`, a view: a blob's own buffer is
+    /// its `data_buffer()`). \throws StateError before seal or when a blob left its slices.
+    [[nodiscard]] ArenaBuffer<T, Allocator> flat_data() const {
+        check("ParameterArena::flat_data");
         return view(data_buffers_, storage_->data);
     }
-    /// The diff of every blob as one buffer. \throws as data_buffer.
-    [[nodiscard]] ArenaBuffer<T, Allocator> diff_buffer() const {
-        check("ParameterArena::diff_buffer");
+    /// The diff of every blob as one flat buffer. \throws as flat_data.
+    [[nodiscard]] ArenaBuffer<T, Allocator> flat_diff() const {
+        check("ParameterArena::flat_diff");
         return view(diff_buffers_, storage_->diff);
+    }
+    /// The names `flat_data` and `flat_diff` had before 0.2 (`Blob::data_buffer()` is a pointer to
+    /// a blob's own buffer; these are views of every blob at once). Kept for the 0.2 releases.
+    [[nodiscard, deprecated("use ParameterArena::flat_data()")]] ArenaBuffer<T, Allocator> data_buffer() const {
+        return flat_data();
+    }
+    [[nodiscard, deprecated("use ParameterArena::flat_diff()")]] ArenaBuffer<T, Allocator> diff_buffer() const {
+        return flat_diff();
     }
 
     /// The diff split into contiguous runs of whole blobs, in reverse order of addition (the order

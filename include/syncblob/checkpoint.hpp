@@ -3,7 +3,7 @@
 
 /// \file
 /// Loading checkpoints into arenas: the checkpoint layer. It joins the IO layer's sharded
-/// checkpoints (`io::Checkpoint`, `io::CheckpointWriter`) and the arena layer's `ParameterArena`:
+/// checkpoints (`checkpoint::Checkpoint`, `checkpoint::Writer`) and the arena layer's `ParameterArena`:
 /// `checkpoint::load<T, A>(checkpoint)` lays the tensors out in one arena and streams the shards
 /// into it in large chunks, read in parallel into pinned staging blocks and copied to the device
 /// one chunk at a time while the next is read (docs/checkpoints.md). Needs the `syncblob::json`
@@ -12,5 +12,5 @@
 #include "checkpoint/arena_loader.hpp"
 #include "checkpoint/device_convert.hpp"
 #include "checkpoint/options.hpp"
-#include "io/checkpoint.hpp"
-#include "io/checkpoint_writer.hpp"
+#include "checkpoint/reader.hpp"
+#include "checkpoint/writer.hpp"

@@ -42,7 +42,7 @@ TEST_CASE("ArenaBuffer: a blob made stale on the host makes the arena's host sid
     for (auto& b : arena.blobs()) {
         b.fill_diff(1.0f);
     }
-    auto diff = arena.diff_buffer();
+    auto diff = arena.flat_diff();
     CHECK(diff.fresh_on_host());
     CHECK_FALSE(diff.fresh_on_device());
 
@@ -68,7 +68,7 @@ TEST_CASE("ArenaBuffer: a blob made stale on the host makes the arena's host sid
 TEST_CASE("ArenaBuffer: device access copies only the slices fresh on the host", "[arena]") {
     SimulatedDevice::Scope scope({.checking = true});
     auto arena = make_arena();
-    auto data = arena.data_buffer();
+    auto data = arena.flat_data();
     (void)arena[3].mutable_device_data();  // at_device: nothing to copy for it
     arena[0].reset_stats();
     arena[3].reset_stats();
@@ -100,7 +100,7 @@ TEST_CASE("ArenaBuffer: device access copies only the slices fresh on the host",
 TEST_CASE("ArenaBuffer: a range of blobs, and asynchronous pushes ordered before device reads", "[arena]") {
     SimulatedDevice::Scope scope({.checking = true, .seed = 7});
     auto arena = make_arena();
-    auto diff = arena.diff_buffer();
+    auto diff = arena.flat_diff();
     for (auto& b : arena.blobs()) {
         b.fill_diff(2.0f);
     }
@@ -121,7 +121,7 @@ TEST_CASE("ArenaBuffer of a host-only arena has no device side", "[arena]") {
     syncblob::ParameterArena<double> arena;
     arena.add({3});
     arena.seal();
-    auto diff = arena.diff_buffer();
+    auto diff = arena.flat_diff();
     CHECK(diff.fresh_on_host());
     CHECK_THROWS_AS(diff.device_data(), syncblob::NoDeviceError);
     CHECK(diff.elements() == 256 / sizeof(double));

@@ -49,8 +49,8 @@ TEST_CASE("an arena of many blobs is built, sealed, viewed and bucketed in time 
             arena.add({1});
         }
         arena.seal();
-        REQUIRE(arena.data_buffer().fresh_on_host());  // a view of every blob, checked
-        REQUIRE(arena.diff_buffer().elements() >= n);
+        REQUIRE(arena.flat_data().fresh_on_host());  // a view of every blob, checked
+        REQUIRE(arena.flat_diff().elements() >= n);
         REQUIRE(arena.buckets(1024).size() >= n / 4);
     };
     CHECK(test::tenfold_growth(build, 2000) < test::linear_bound);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include <syncblob/arena.hpp>
-#include <syncblob/io/checkpoint_writer.hpp>
+#include <syncblob/checkpoint/writer.hpp>
 #include <syncblob/math.hpp>
 #include <syncblob/sim/async_device.hpp>
 
@@ -82,7 +82,7 @@ public:
                        [w0, l] { l[0] = w0[0] * w0[0]; });
         const float loss = syncblob::asum_data(loss_);
         if (checkpoint_every > 0 && index % checkpoint_every == 0) {
-            syncblob::io::CheckpointWriter writer;
+            syncblob::checkpoint::Writer writer;
             for (std::size_t i = 0; i < arena_.size(); ++i) {
                 writer.add("w" + std::to_string(i), arena_[i]);
             }

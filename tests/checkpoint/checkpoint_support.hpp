@@ -31,9 +31,9 @@ inline NamedBlobs transformer_blobs(int layers, std::int64_t width) {
 
 /// Saves `blobs` in shards of at most `max_shard` bytes (as element type T) and opens the checkpoint.
 template <class T = float>
-syncblob::io::Checkpoint save_checkpoint(const std::filesystem::path& dir, const NamedBlobs& blobs,
-                                         std::uint64_t max_shard) {
-    syncblob::io::CheckpointWriter w;
+syncblob::checkpoint::Checkpoint save_checkpoint(const std::filesystem::path& dir, const NamedBlobs& blobs,
+                                                 std::uint64_t max_shard) {
+    syncblob::checkpoint::Writer w;
     std::vector<syncblob::Blob<T>> converted;
     converted.reserve(blobs.blobs.size());
     for (const auto& [name, blob] : blobs.blobs) {
@@ -48,9 +48,9 @@ syncblob::io::Checkpoint save_checkpoint(const std::filesystem::path& dir, const
             w.add(name, c);
         }
     }
-    syncblob::io::CheckpointSaveOptions options;
+    syncblob::checkpoint::SaveOptions options;
     options.max_shard_bytes = max_shard;
-    return syncblob::io::Checkpoint::open(w.save(dir, options));
+    return syncblob::checkpoint::Checkpoint::open(w.save(dir, options));
 }
 
 /// The blobs of `arena` hold `blobs`' values (read on the host), converted through `T`.

@@ -48,7 +48,7 @@ TEST_CASE("a checkpoint loads into the host side of an arena, in its order, on a
     CHECK(report.host_to_device_copies == 0);
     CHECK_FALSE(report.on_device);
     CHECK(report.chunks >= (chunk == 4096 ? report.bytes_read / 4096 : 1));
-    CHECK(loaded.arena().data_buffer().fresh_on_host());
+    CHECK(loaded.arena().flat_data().fresh_on_host());
 }
 
 TEST_CASE("a device load issues one host-to-device copy per chunk, not per tensor", "[checkpoint][device]") {
@@ -97,9 +97,9 @@ TEST_CASE("a conversion that can refuse a value runs on the host, and names the 
     Blob<double> big({1000});
     big.fill(1.0);
     big.mutable_host_data()[700] = 1e300;
-    io::CheckpointWriter w;
+    checkpoint::Writer w;
     w.add("big", big);
-    const auto ckpt = io::Checkpoint::open(w.save(dir.path()));
+    const auto ckpt = checkpoint::Checkpoint::open(w.save(dir.path()));
     const Device::Scope scope{Device::Settings{}};
     checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
     checkpoint::LoadOptions options;
@@ -124,10 +124,10 @@ TEST_CASE("diffs load into their blobs' diffs; progress counts every byte once",
     a.fill(2.0f);
     a.fill_diff(-3.0f);
     b.fill(4.0f);
-    io::CheckpointWriter w;
+    checkpoint::Writer w;
     w.add("a", a, true);
     w.add("b", b);
-    const auto ckpt = io::Checkpoint::open(w.save(dir.path()));
+    const auto ckpt = checkpoint::Checkpoint::open(w.save(dir.path()));
     const Device::Scope scope{Device::Settings{}};
     for (const auto target : {checkpoint::Target::host, checkpoint::Target::device}) {
         checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
@@ -188,7 +188,7 @@ TEST_CASE("a load refused before anything is read leaves the arena as it was", "
     (void)test::save_checkpoint(dir.path() / "four", large, 1 << 20);
     io::LoadOptions small;
     small.max_bytes = 1000;  // the index and the header fit, the 6400 bytes of the arena do not
-    const auto limited = io::Checkpoint::open(dir.path() / "four", small);
+    const auto limited = checkpoint::Checkpoint::open(dir.path() / "four", small);
     CHECK_THAT(test::message_of<FormatError>([&] { checkpoint::CheckpointArena<float> a(limited); }),
                Contains("the arena needs 6400 bytes, more than the limit of 1000"));
 }
@@ -268,10 +268,10 @@ TEST_CASE("a chunk size at its limit loads (host and device), as one chunk per b
     a.fill(2.0f);
     b.fill(4.0f);
     b.fill_diff(-1.0f);  // the second blob has a diff: a chunk of the diff buffer after the data's
-    io::CheckpointWriter w;
+    checkpoint::Writer w;
     w.add("a", a);
     w.add("b", b, true);
-    const auto ckpt = io::Checkpoint::open(w.save(dir.path()));
+    const auto ckpt = checkpoint::Checkpoint::open(w.save(dir.path()));
     for (const auto target : {checkpoint::Target::host, checkpoint::Target::device}) {
         CAPTURE(static_cast<int>(target));
         const int status = in_child_within(20, [&] {
@@ -313,20 +313,20 @@ TEST_CASE("reader threads are capped at parallel::max_threads(), as documented",
 TEST_CASE("laying out and loading an arena of many tensors takes time linear in their count",
           "[checkpoint][complexity]") {
     const test::TempDir dir;
-    std::vector<io::Checkpoint> checkpoints;
+    std::vector<checkpoint::Checkpoint> checkpoints;
     for (const std::size_t n : {std::size_t{2000}, std::size_t{20000}}) {
-        io::CheckpointWriter w;
+        checkpoint::Writer w;
         std::vector<Blob<float>> blobs;
         blobs.reserve(n);
         for (std::size_t k = 0; k < n; ++k) {
             blobs.emplace_back(Shape{1}).fill(static_cast<float>(k));
             w.add("t" + std::to_string(k), blobs.back(), k % 3 == 0);
         }
-        checkpoints.push_back(io::Checkpoint::open(w.save(dir.path() / std::to_string(n))));
+        checkpoints.push_back(checkpoint::Checkpoint::open(w.save(dir.path() / std::to_string(n))));
     }
     const auto& small = checkpoints[0];
     const auto& large = checkpoints[1];
-    const auto pick = [&](std::size_t n) -> const io::Checkpoint& { return n == 2000 ? small : large; };
+    const auto pick = [&](std::size_t n) -> const checkpoint::Checkpoint& { return n == 2000 ? small : large; };
     const double layout =
         test::tenfold_growth([&](std::size_t n) { checkpoint::CheckpointArena<float> a(pick(n)); }, 2000);
     CHECK(layout < test::linear_bound);

@@ -126,7 +126,7 @@ TEMPLATE_TEST_CASE("mpi::allreduce_diff of host-fresh diffs equals the serial re
         CHECK((arena[b].count() == 0 || arena[b].diff_head() == Head::at_host));
     }
     // The data is left alone.
-    const auto data = arena.data_buffer().host_data();
+    const auto data = arena.flat_data().host_data();
     CHECK(std::all_of(data.begin(), data.end(), [](TestType x) { return x == 0; }));
 }
 
@@ -402,7 +402,7 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
     const auto expect_refused = [&](auto& arena, const std::string& fragment, auto call) {
         std::vector<float> before;
         if (arena.sealed()) {
-            for (const float x : arena.diff_buffer().host_data()) {
+            for (const float x : arena.flat_diff().host_data()) {
                 before.push_back(x);
             }
         }
@@ -416,7 +416,7 @@ TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank,
         CHECK(message.find(fragment) != std::string::npos);
         CHECK(everywhere(!message.empty()));
         if (arena.sealed()) {
-            const auto after = arena.diff_buffer().host_data();
+            const auto after = arena.flat_diff().host_data();
             CHECK(std::equal(after.begin(), after.end(), before.begin(), before.end()));
         }
     };

@@ -23,9 +23,9 @@
 
 using syncblob::Blob;
 using syncblob::Head;
+using syncblob::checkpoint::Checkpoint;
 using syncblob::checkpoint::CheckpointArena;
 using syncblob::checkpoint::LoadOptions;
-using syncblob::io::Checkpoint;
 namespace mpi = syncblob::mpi;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -82,7 +82,7 @@ template <class T = float>
 Checkpoint write_checkpoint(const SharedDir& dir, std::uint64_t max_shard = 6000) {
     if (rank_in(MPI_COMM_WORLD) == 0) {
         const test::NamedBlobs blobs = test::transformer_blobs(3, 24);
-        syncblob::io::CheckpointWriter w;
+        syncblob::checkpoint::Writer w;
         std::vector<Blob<T>> converted;
         converted.reserve(blobs.blobs.size());
         std::size_t b = 0;
@@ -98,7 +98,7 @@ Checkpoint write_checkpoint(const SharedDir& dir, std::uint64_t max_shard = 6000
             w.add(name, c, with_diff);
             ++b;
         }
-        syncblob::io::CheckpointSaveOptions options;
+        syncblob::checkpoint::SaveOptions options;
         options.max_shard_bytes = max_shard;
         (void)w.save(dir.path(), options);
     }

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
-#include <syncblob/io/checkpoint_writer.hpp>
+#include <syncblob/checkpoint/writer.hpp>
 #include <utility>
 #include <vector>
 

@@ -140,7 +140,7 @@ TEST_CASE("npy load into a sealed arena's blob copies into its slice, and refuse
     io::load_npy(dir.path() / "w.npy", w);
     CHECK(w.host_data().data() == slice);  // still the arena's slice
     CHECK(test::same_bytes(w.host_data(), saved.host_data()));
-    CHECK(arena.data_buffer().host_data().data() == slice);  // the arena still sees the blob in its slice
+    CHECK(arena.flat_data().host_data().data() == slice);  // the arena still sees the blob in its slice
     CHECK(SimulatedDevice::faults().empty());
 }
 

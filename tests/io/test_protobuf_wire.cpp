@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include <syncblob/io/detail/protobuf.hpp>
+#include <syncblob/io/parse/protobuf.hpp>
 
 #include "tempfile.hpp"
 
-namespace pb = syncblob::io::detail::protobuf;
+namespace pb = syncblob::io::parse::protobuf;
 using Catch::Matchers::Contains;
 using namespace std::string_literals;
 

@@ -17,7 +17,6 @@
 #include "../arena.hpp"
 #include "../core/error.hpp"
 #include "../core/thread_pool.hpp"
-#include "../io/checkpoint.hpp"
 #include "../io/name_index.hpp"
 #include "../memory/stream_order.hpp"
 #include "detail/device_load.hpp"
@@ -25,6 +24,7 @@
 #include "options.hpp"
 #include "plan.hpp"
 #include "read_chunk.hpp"
+#include "reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -49,19 +49,19 @@ public:
     /// Lays out `names` (every tensor but the diffs when empty) on `stream` and seals the arena
     /// (zero-filled). \throws FormatError (a name not in the checkpoint, a diff's name, a name given
     /// twice, more than `max_bytes` of the checkpoint's options), std::bad_alloc.
-    explicit CheckpointArena(const io::Checkpoint& ckpt, std::span<const std::string> names = {},
+    explicit CheckpointArena(const Checkpoint& ckpt, std::span<const std::string> names = {},
                              stream_type stream = device_backend::default_stream()) {
         std::uint64_t bytes = 0;
-        std::vector<const io::CheckpointTensor*> tensors;  // each looked up once
+        std::vector<const Tensor*> tensors;  // each looked up once
         for (const auto& t : ckpt.tensors()) {
-            if (names.empty() && !io::Checkpoint::is_diff(t.name)) {
+            if (names.empty() && !Checkpoint::is_diff(t.name)) {
                 names_.push_back(t.name);
                 tensors.push_back(&t);
             }
         }
         for (const auto& name : names) {
             const auto& t = ckpt.at(name);
-            if (io::Checkpoint::is_diff(t.name)) {
+            if (Checkpoint::is_diff(t.name)) {
                 io::throw_format_error(source(ckpt), "tensor \"" + name + "\"",
                                        "a diff loads into its blob's diff, not as a blob of its own");
             }
@@ -72,7 +72,7 @@ public:
             io::throw_format_error(source(ckpt), "tensor \"" + names_[d] + "\"", "named twice");
         }
         arena_.set_stream(stream);
-        for (const io::CheckpointTensor* t : tensors) {
+        for (const Tensor* t : tensors) {
             bytes += t->count * sizeof(T) * (ckpt.diff_of(*t) != nullptr ? 2 : 1);
             arena_.add(t->shape);
         }
@@ -105,15 +105,15 @@ public:
     /// blob replaced or reshaped). While streaming: FormatError (a value the conversion refuses, a
     /// shard cut short), IOError, and what `progress` throws; the blobs' values are then
     /// unspecified (the copies issued stay ordered before any use of the blobs).
-    LoadReport load(const io::Checkpoint& ckpt, const LoadOptions& options = {}) {
+    LoadReport load(const Checkpoint& ckpt, const LoadOptions& options = {}) {
         return load(ckpt, options, arena_.stream());
     }
-    LoadReport load(const io::Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream);
+    LoadReport load(const Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream);
 
 private:
     static constexpr std::size_t npos = io::detail::NameIndex::npos;
 
-    [[nodiscard]] static std::string source(const io::Checkpoint& ckpt) {
+    [[nodiscard]] static std::string source(const Checkpoint& ckpt) {
         return ckpt.index_file().empty() ? ckpt.shards().at(0).path.string() : ckpt.index_file().string();
     }
     [[nodiscard]] std::size_t position(std::string_view name) const {
@@ -128,16 +128,15 @@ private:
     // The plan's tensors of the data and of the diffs, each blob's tensor and diff looked up once
     // and checked against the blob; `with_diff[i]` says whether blob i has a diff to load.
     struct Targets {
-        std::vector<detail::ckpt::PlanTensor> data;
-        std::vector<detail::ckpt::PlanTensor> diffs;
+        std::vector<detail::PlanTensor> data;
+        std::vector<detail::PlanTensor> diffs;
         std::vector<bool> with_diff;
     };
-    Targets targets(const io::Checkpoint& ckpt, const LoadOptions& options, bool on_device) const;
-    LoadReport load_host(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff, const io::Checkpoint& ckpt,
+    Targets targets(const Checkpoint& ckpt, const LoadOptions& options, bool on_device) const;
+    LoadReport load_host(const detail::Plan& plan, const std::vector<bool>& with_diff, const Checkpoint& ckpt,
                          const LoadOptions& options, unsigned threads);
-    LoadReport load_device(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff,
-                           const io::Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
-                           stream_type copy_stream);
+    LoadReport load_device(const detail::Plan& plan, const std::vector<bool>& with_diff, const Checkpoint& ckpt,
+                           const LoadOptions& options, unsigned threads, stream_type copy_stream);
 
     arena_type arena_;
     std::vector<std::string> names_;
@@ -145,20 +144,20 @@ private:
 };
 
 template <Element T, SyncedAllocator A>
-typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const io::Checkpoint& ckpt,
+typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Checkpoint& ckpt,
                                                                        const LoadOptions& options,
                                                                        bool on_device) const {
     Targets out;
     out.data.reserve(names_.size());
     out.with_diff.reserve(names_.size());
-    const auto plan_tensor = [&](const io::CheckpointTensor& t, std::size_t i) {
+    const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
         const bool raw = on_device && t.dtype != dtype_of<T> && t.dtype != Dtype::BOOL && always_exact<T>(t.dtype);
-        return detail::ckpt::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset,
-                                        t.count, dtype_size(t.dtype), raw};
+        return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
+                                  dtype_size(t.dtype), raw};
     };
     for (std::size_t i = 0; i < names_.size(); ++i) {
-        const io::CheckpointTensor* t = ckpt.find(names_[i]);
-        if (t == nullptr || io::Checkpoint::is_diff(names_[i])) {
+        const Tensor* t = ckpt.find(names_[i]);
+        if (t == nullptr || Checkpoint::is_diff(names_[i])) {
             io::throw_format_error(source(ckpt), "tensor \"" + names_[i] + "\"",
                                    "not in the checkpoint (the arena's blob " + std::to_string(i) + " needs it)");
         }
@@ -172,7 +171,7 @@ typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const io:
                                        std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
         }
         out.data.push_back(plan_tensor(*t, i));
-        const io::CheckpointTensor* d = ckpt.diff_of(*t);
+        const Tensor* d = ckpt.diff_of(*t);
         out.with_diff.push_back(d != nullptr);
         if (d != nullptr) {
             out.diffs.push_back(plan_tensor(*d, i));
@@ -182,17 +181,16 @@ typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const io:
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load(const io::Checkpoint& ckpt, const LoadOptions& options,
-                                       stream_type copy_stream) {
+LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream) {
     const auto started = std::chrono::steady_clock::now();
     arena_.check("CheckpointArena::load");
-    const bool on_device = detail::ckpt::on_device(options.target, device_backend::has_device);
-    detail::ckpt::Planner planner(sizeof(T), options.chunk_bytes);
+    const bool on_device = detail::on_device(options.target, device_backend::has_device);
+    detail::Planner planner(sizeof(T), options.chunk_bytes);
     const Targets t = targets(ckpt, options, on_device);
     planner.add(t.data, false);
     planner.add(t.diffs, true);
-    const detail::ckpt::Plan plan = planner.finish();
-    const unsigned threads = detail::ckpt::reader_threads(options.threads, plan.chunks.size());
+    const detail::Plan plan = planner.finish();
+    const unsigned threads = detail::reader_threads(options.threads, plan.chunks.size());
     LoadReport report = on_device ? load_device(plan, t.with_diff, ckpt, options, threads, copy_stream)
                                   : load_host(plan, t.with_diff, ckpt, options, threads);
     report.tensors = t.data.size() + t.diffs.size();
@@ -200,30 +198,30 @@ LoadReport CheckpointArena<T, A>::load(const io::Checkpoint& ckpt, const LoadOpt
     report.chunks = plan.chunks.size();
     report.threads = threads;
     report.on_device = on_device;
-    report.seconds = detail::ckpt::seconds_since(started);
+    report.seconds = detail::seconds_since(started);
     return report;
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load_host(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff,
-                                            const io::Checkpoint& ckpt, const LoadOptions& options, unsigned threads) {
+LoadReport CheckpointArena<T, A>::load_host(const detail::Plan& plan, const std::vector<bool>& with_diff,
+                                            const Checkpoint& ckpt, const LoadOptions& options, unsigned threads) {
     std::byte* bases[2] = {nullptr, nullptr};
-    auto data = arena_.data_buffer();  // each view checks every blob: once, not once per blob
-    auto diff = arena_.diff_buffer();
+    auto data = arena_.flat_data();  // each view checks every blob: once, not once per blob
+    auto diff = arena_.flat_diff();
     for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_host, the device sides stale
         bases[0] = reinterpret_cast<std::byte*>(data.mutable_host_data_for_overwrite(i, i + 1).data());
         if (with_diff[i]) {
             bases[1] = reinterpret_cast<std::byte*>(diff.mutable_host_data_for_overwrite(i, i + 1).data());
         }
     }
-    detail::ckpt::Progress progress(options.progress, plan.source_bytes);
-    detail::ckpt::ChunkQueue queue(plan.chunks.size());
+    detail::Progress progress(options.progress, plan.source_bytes);
+    detail::ChunkQueue queue(plan.chunks.size());
     const auto rule = options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
     parallel::run(threads, [&](unsigned) {
         try {
             for (std::size_t c = 0; queue.next(c);) {
                 const auto& ch = plan.chunks[c];
-                detail::ckpt::read_image<T>(ckpt, plan, ch, bases[ch.diff ? 1 : 0] + ch.arena_offset, false, rule);
+                detail::read_image<T>(ckpt, plan, ch, bases[ch.diff ? 1 : 0] + ch.arena_offset, false, rule);
                 progress.add(ch.source_bytes);
             }
         } catch (...) {
@@ -235,12 +233,12 @@ LoadReport CheckpointArena<T, A>::load_host(const detail::ckpt::Plan& plan, cons
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load_device(const detail::ckpt::Plan& plan, const std::vector<bool>& with_diff,
-                                              const io::Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
+LoadReport CheckpointArena<T, A>::load_device(const detail::Plan& plan, const std::vector<bool>& with_diff,
+                                              const Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
                                               stream_type copy_stream) {
     LoadReport report;
     if constexpr (device_backend::has_device) {
-        using Load = detail::ckpt::DeviceLoad<T, A>;
+        using Load = detail::DeviceLoad<T, A>;
         int device = -1;
         for (std::size_t i = 0; i < arena_.size() && device < 0; ++i) {
             device = arena_[i].data_buffer()->device_id();
@@ -253,8 +251,8 @@ LoadReport CheckpointArena<T, A>::load_device(const detail::ckpt::Plan& plan, co
                 streams.push_back(s);
             }
         };
-        auto data = arena_.data_buffer();  // each view checks every blob: once, not once per blob
-        auto diff = arena_.diff_buffer();
+        auto data = arena_.flat_data();  // each view checks every blob: once, not once per blob
+        auto diff = arena_.flat_diff();
         for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_device, the host sides stale
             targets.data = reinterpret_cast<std::byte*>(data.mutable_device_data_for_overwrite(i, i + 1));
             use(arena_[i].data_buffer()->stream());
@@ -263,15 +261,15 @@ LoadReport CheckpointArena<T, A>::load_device(const detail::ckpt::Plan& plan, co
                 use(arena_[i].diff_buffer()->stream());
             }
         }
-        detail::ckpt::keep_distinct(streams);
+        detail::keep_distinct(streams);
         for (const stream_type s : streams) {
-            detail::order_after<device_backend>(s, copy_stream);  // the copies overwrite what work on s uses
+            syncblob::detail::order_after<device_backend>(s, copy_stream);  // the copies overwrite what work on s uses
         }
         Load load(ckpt, plan, targets, copy_stream, device,
                   options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact);
-        detail::ckpt::Progress progress(options.progress, plan.source_bytes);
+        detail::Progress progress(options.progress, plan.source_bytes);
         try {
-            load.run(threads, detail::ckpt::staging_blocks(options.staging_blocks, plan.chunks.size(), threads),
+            load.run(threads, detail::staging_blocks(options.staging_blocks, plan.chunks.size(), threads),
                      plan.largest_chunk, progress);
         } catch (...) {
             for (const stream_type s : streams) {
@@ -290,7 +288,7 @@ LoadReport CheckpointArena<T, A>::load_device(const detail::ckpt::Plan& plan, co
 
 /// A new `CheckpointArena` of `ckpt`'s tensors (or of `names`), loaded with `options`.
 template <Element T, SyncedAllocator A = HostOnly>
-[[nodiscard]] CheckpointArena<T, A> load(const io::Checkpoint& ckpt, const LoadOptions& options = {},
+[[nodiscard]] CheckpointArena<T, A> load(const Checkpoint& ckpt, const LoadOptions& options = {},
                                          std::span<const std::string> names = {}) {
     CheckpointArena<T, A> arena(ckpt, names);
     (void)arena.load(ckpt, options);

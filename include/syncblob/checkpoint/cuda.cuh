@@ -5,7 +5,7 @@
 /// `cuda::Device`'s conversion for checkpoint loads (`checkpoint::DeviceConvert<cuda::Device>`): one
 /// kernel per piece, queued on the copy stream, that reads the piece's raw little-endian elements from
 /// device staging and writes the arena's type by the one element conversion of the IO layer
-/// (`detail::convert_checked`, callable on the host and on the device), so a GPU gives what the host
+/// (`syncblob::detail::convert_checked`, callable on the host and on the device), so a GPU gives what the host
 /// conversion gives. The loader calls it only for conversions that can never refuse a value
 /// (`checkpoint::always_exact`). Include it from a .cu file (nvcc) that loads into a `cuda::Device`
 /// arena; targets `syncblob::cuda` and `syncblob::json`.
@@ -26,7 +26,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::ckpt {
+namespace checkpoint::detail {
 
 /// dst[i] = src[i] converted to `To` by the one element conversion (exact for the pairs the loader
 /// converts on the device, so its `value` is the converted element).
@@ -34,10 +34,12 @@ template <Element To, Element From>
 struct ConvertPiece {
     To* dst;
     const From* src;
-    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { dst[i] = convert_checked<To>(src[i]).value; }
+    SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept {
+        dst[i] = syncblob::detail::convert_checked<To>(src[i]).value;
+    }
 };
 
-}  // namespace detail::ckpt
+}  // namespace checkpoint::detail
 
 namespace checkpoint {
 
@@ -48,7 +50,7 @@ struct DeviceConvert<cuda::Device> {
     template <Element T>
     static void convert(T* dst, Dtype from, const void* src, std::size_t n, cuda::Device::stream_type stream) {
         syncblob::detail::visit_dtype(from, [&]<class S>(std::type_identity<S>) {
-            cuda::detail::launch_for_each(syncblob::detail::ckpt::ConvertPiece<T, S>{dst, static_cast<const S*>(src)},
+            cuda::detail::launch_for_each(detail::ConvertPiece<T, S>{dst, static_cast<const S*>(src)},
                                           static_cast<std::int64_t>(n), stream, "checkpoint::load conversion",
                                           dtype_name(from), element_name<T>());
         });

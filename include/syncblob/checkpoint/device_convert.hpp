@@ -25,7 +25,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::ckpt {
+namespace checkpoint::detail {
 template <class>
 inline constexpr bool always_false = false;
 
@@ -35,15 +35,15 @@ constexpr double largest() noexcept {
     if constexpr (std::integral<S>) {
         return static_cast<double>(std::numeric_limits<S>::max());
     } else {
-        return as_double(largest_finite<S>());
+        return syncblob::detail::as_double(syncblob::detail::largest_finite<S>());
     }
 }
-}  // namespace detail::ckpt
+}  // namespace checkpoint::detail
 
 namespace checkpoint {
 
 /// True when every value of dtype `from` converts into a `To` without being refused by the one
-/// element conversion (`detail::convert_checked`): the same type; BOOL into anything; a floating or
+/// element conversion (`syncblob::detail::convert_checked`): the same type; BOOL into anything; a floating or
 /// integer type into a floating type whose range holds all its values (a floating target rounds,
 /// which the conversion allows); an integer into an integer type whose range holds all its values.
 template <Element To>
@@ -56,7 +56,7 @@ template <Element To>
         } else if constexpr (std::same_as<To, bool>) {
             return false;
         } else if constexpr (std::floating_point<To> || syncblob::detail::FloatStorage<To>) {
-            return syncblob::detail::ckpt::largest<S>() <= syncblob::detail::ckpt::largest<To>();
+            return detail::largest<S>() <= detail::largest<To>();
         } else if constexpr (std::integral<S>) {
             return std::in_range<To>(std::numeric_limits<S>::min()) && std::in_range<To>(std::numeric_limits<S>::max());
         } else {
@@ -77,7 +77,7 @@ template <Element To>
 /// The loader calls it only for conversions `always_exact` allows, from dtypes other than BOOL.
 template <DeviceBackend Backend>
 struct DeviceConvert {
-    static_assert(syncblob::detail::ckpt::always_false<Backend>,
+    static_assert(detail::always_false<Backend>,
                   "syncblob: no device conversion for this backend. For cuda::Device, #include "
                   "<syncblob/checkpoint/cuda.cuh> from a .cu file (target syncblob::cuda); SimulatedDevice's "
                   "comes with <syncblob/checkpoint.hpp>.");

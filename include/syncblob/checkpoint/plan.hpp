@@ -32,11 +32,11 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::ckpt {
+namespace checkpoint::detail {
 
 /// A tensor to load: where it goes and how it is staged.
 struct PlanTensor {
-    std::size_t tensor = 0;       ///< position in `io::Checkpoint::tensors()`
+    std::size_t tensor = 0;       ///< position in `Checkpoint::tensors()`
     std::size_t dst = 0;          ///< byte offset of its slice in the arena's buffer
     std::uint64_t count = 0;      ///< elements
     std::size_t source_item = 0;  ///< bytes of one element in the file
@@ -204,6 +204,6 @@ private:
     bool open_ = false;
 };
 
-}  // namespace detail::ckpt
+}  // namespace checkpoint::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -21,15 +21,15 @@
 #include <string>
 
 #include "../core/element.hpp"
-#include "../io/checkpoint.hpp"
 #include "../sim/async_device.hpp"
 #include "../sim/device.hpp"
 #include "../sim/timeline.hpp"
 #include "plan.hpp"
+#include "reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::ckpt {
+namespace checkpoint::detail {
 
 /// Chunks handed to reader threads one at a time, in order, until none is left or one reader failed.
 class ChunkQueue {
@@ -105,7 +105,7 @@ struct LoadClock {
 /// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
 /// `zero_gaps`, the padding between them is zeroed.
 template <Element T>
-void read_image(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
+void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
                 io::detail::ConvertRule rule) {
     std::size_t at = 0;
     for (std::size_t p = c.first; p < c.end; ++p) {
@@ -113,7 +113,7 @@ void read_image(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, st
         if (zero_gaps && piece.staging > at) {
             std::memset(image + at, 0, piece.staging - at);
         }
-        const io::CheckpointTensor& t = ckpt.tensors()[piece.tensor];
+        const Tensor& t = ckpt.tensors()[piece.tensor];
         const std::size_t bytes = static_cast<std::size_t>(piece.count) * sizeof(T);
         // The file's bytes are T's as they are (no byte swap, no bool to normalise): one plain read,
         // which, unlike read_elements, does not advise huge pages on memory the arena already touched.
@@ -128,7 +128,7 @@ void read_image(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, st
 }
 
 /// Reads the raw bytes of the pieces of device-converting chunk `c` into `staging`.
-inline void read_raw(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* staging) {
+inline void read_raw(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* staging) {
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
         const auto& t = ckpt.tensors()[piece.tensor];
@@ -142,6 +142,6 @@ inline void read_raw(const io::Checkpoint& ckpt, const Plan& plan, const Chunk& 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace detail::ckpt
+}  // namespace checkpoint::detail
 
 SYNCBLOB_END_NAMESPACE

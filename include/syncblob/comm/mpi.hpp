@@ -94,8 +94,8 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
     // What this rank does on its own (the staging copy, waiting for its stream) comes before the
     // agreement, so that a failure here reaches every rank as an exception instead of leaving the
     // others waiting in the collective.
-    const auto failure = syncblob::detail::prepare(arena, op, [&] {
-        auto& diff = view.emplace(arena.diff_buffer());
+    const auto failure = comm::detail::prepare(arena, op, [&] {
+        auto& diff = view.emplace(arena.flat_diff());
         n = diff.elements();
         stats.bytes = diff.bytes();
         if constexpr (Device::has_device) {
@@ -112,7 +112,7 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
     });
     const detail::Agreement agreed =
         detail::agree(arena, comm, op,
-                      {syncblob::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
+                      {comm::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
                        detail::requested_piece(options.piece_bytes), deadline.bounded()},
                       deadline, failure);
     const auto keep = [&] { return detail::hold(view->buffers()); };
@@ -157,8 +157,8 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
     // a refused call leaves their data as it was.
     bool device = false;
     std::optional<ArenaBuffer<T, A>> view;  // outlives the preparation: `p` points into it
-    const auto failure = syncblob::detail::prepare(arena, op, [&] {
-        auto& data = view.emplace(arena.data_buffer());
+    const auto failure = comm::detail::prepare(arena, op, [&] {
+        auto& data = view.emplace(arena.flat_data());
         n = data.elements();
         stats.bytes = data.bytes();
         if constexpr (Device::has_device) {
@@ -176,7 +176,7 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, MPI_Comm comm, int root, O
         }
     });
     detail::agree(arena, comm, op,
-                  {syncblob::detail::CommOperation::broadcast, static_cast<std::uint64_t>(std::int64_t{root}), 0, 0, 0,
+                  {comm::detail::CommOperation::broadcast, static_cast<std::uint64_t>(std::int64_t{root}), 0, 0, 0,
                    deadline.bounded()},
                   deadline, failure);
     stats.on_device = device;

@@ -66,7 +66,7 @@ public:
         detail::ErrorsReturn errors(comm, op);
         const detail::Agreement agreed = detail::agree(
             arena, comm, op,
-            {syncblob::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce), first_bytes,
+            {comm::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce), first_bytes,
              bucket_bytes, detail::requested_piece(options.piece_bytes), false, may_use_device()},
             deadline);
         options_.piece_bytes = agreed.piece_bytes(options.piece_bytes);  // the same on every rank
@@ -74,7 +74,7 @@ public:
             ring_.emplace(detail::private_comm(comm, deadline, op), reduce == Reduce::mean,
                           detail::piece_elements<T>(*options_.piece_bytes), ring_pieces_in_flight, op);
         }
-        plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
+        plan_ = comm::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
         staged_.resize(plan_.buckets().size());
         stats_.bytes = arena.bytes();
     }
@@ -161,7 +161,7 @@ public:
         detail::ErrorsReturn errors(comm_, op);
         waited_ = true;
         complete_started(deadline);
-        auto diff = arena_->diff_buffer();
+        auto diff = arena_->flat_diff();
         for (std::size_t b = 0; b < plan_.buckets().size(); ++b) {
             detail::push_back_to_device(diff.buffers(), staged_[b]);
             stats_.staged_blobs += staged_[b].size();
@@ -190,7 +190,7 @@ private:
 
     void start(std::size_t b) {
         using Device = typename A::device_backend;
-        auto diff = arena_->diff_buffer();
+        auto diff = arena_->flat_diff();
         const Bucket& bucket = plan_.buckets()[b];
         T* p = nullptr;
         bool device = false;
@@ -226,7 +226,7 @@ private:
         }
     }
 
-    // Keeps the blobs' own buffers (not arena.diff_buffer(), which refuses an arena changed
+    // Keeps the blobs' own buffers (not arena.flat_diff(), which refuses an arena changed
     // meanwhile) for an operation given up on.
     [[nodiscard]] std::vector<std::shared_ptr<void>> hold_diffs() const {
         std::vector<std::shared_ptr<typename ParameterArena<T, A>::buffer_type>> diffs;
@@ -266,7 +266,7 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     Reduce reduce_ = Reduce::sum;
     Options options_{};
-    syncblob::detail::BucketPlan plan_;
+    comm::detail::BucketPlan plan_;
     std::vector<std::vector<std::size_t>> staged_;  // per bucket: blobs staged from the device
     std::optional<detail::RingAllreduce<T>> ring_;  // the engine, unless some rank may reduce device memory
     std::vector<MPI_Request> requests_;             // MPI_Iallreduce's, without the ring

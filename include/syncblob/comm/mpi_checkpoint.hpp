@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../checkpoint/arena_loader.hpp"  // with io::Checkpoint: the checkpoint layer is what comm uses
+#include "../checkpoint/arena_loader.hpp"  // with checkpoint::Checkpoint: the checkpoint layer is what comm uses
 #include "../checkpoint/options.hpp"
 #include "../checkpoint/plan.hpp"
 #include "../checkpoint/read_chunk.hpp"
@@ -116,10 +116,10 @@ std::vector<LoadRegion> load_regions(const ParameterArena<T, A>& arena, const st
 
 /// An FNV-1a fingerprint of what a load reads for the arena's blobs (each tensor's and diff's dtype,
 /// shard and place in it, and the shards' sizes): ranks whose checkpoints differ there disagree.
-inline std::uint64_t checkpoint_fingerprint(const io::Checkpoint& ckpt,
-                                            const std::vector<const io::CheckpointTensor*>& tensors) {
-    syncblob::detail::Fnv1a h;
-    for (const io::CheckpointTensor* t : tensors) {
+inline std::uint64_t checkpoint_fingerprint(const checkpoint::Checkpoint& ckpt,
+                                            const std::vector<const checkpoint::Tensor*>& tensors) {
+    comm::detail::Fnv1a h;
+    for (const checkpoint::Tensor* t : tensors) {
         h.word(t == nullptr ? ~std::uint64_t{0} : static_cast<std::uint64_t>(t->dtype));
         if (t != nullptr) {
             h.word(t->shard);
@@ -152,8 +152,8 @@ inline std::uint64_t checkpoint_fingerprint(const io::Checkpoint& ckpt,
 /// StateError (arenas or checkpoints that differ), CommError, TimeoutError. After an exception the blobs' values are
 /// unspecified.
 template <Element T, SyncedAllocator A>
-SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io::Checkpoint& ckpt, MPI_Comm comm,
-                             const checkpoint::LoadOptions& load = {}, Options options = {}) {
+SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const checkpoint::Checkpoint& ckpt,
+                             MPI_Comm comm, const checkpoint::LoadOptions& load = {}, Options options = {}) {
     constexpr std::string_view op = "mpi::load_shared";
     constexpr std::size_t unit = ParameterArena<T, A>::alignment;
     const auto started = std::chrono::steady_clock::now();
@@ -165,14 +165,14 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
 
     SharedLoadReport report;
     std::vector<bool> with_diff(blobs.size(), false);
-    std::vector<const io::CheckpointTensor*> tensors;  // each blob's tensor, then its diff (or null)
+    std::vector<const checkpoint::Tensor*> tensors;  // each blob's tensor, then its diff (or null)
     std::vector<detail::LoadRegion> regions;
     std::optional<ArenaBuffer<T, A>> data;
     std::optional<ArenaBuffer<T, A>> diff;
     std::byte* bases[2] = {nullptr, nullptr};
     // This rank's own work (checking the checkpoint against the arena, reading its share) comes before
     // the agreement, so that a failure here reaches every rank as an exception.
-    const auto failure = syncblob::detail::prepare(blobs, op, [&] {
+    const auto failure = comm::detail::prepare(blobs, op, [&] {
         if (load.target == checkpoint::Target::device) {
             throw OptionError(std::string(op) +
                               ": LoadOptions::target is Target::device; a shared load fills the arena's host side "
@@ -183,8 +183,8 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
         };
         for (std::size_t i = 0; i < blobs.size(); ++i) {
             const std::string& name = arena.names()[i];
-            const io::CheckpointTensor* t = ckpt.find(name);
-            if (t == nullptr || io::Checkpoint::is_diff(name)) {
+            const checkpoint::Tensor* t = ckpt.find(name);
+            if (t == nullptr || checkpoint::Checkpoint::is_diff(name)) {
                 io::throw_format_error(source(), "tensor \"" + name + "\"",
                                        "not in the checkpoint (the arena's blob " + std::to_string(i) + " needs it)");
             }
@@ -197,7 +197,7 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
                                        "the file holds " + std::string(dtype_name(t->dtype)) + ", the arena " +
                                            std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
             }
-            const io::CheckpointTensor* d = ckpt.diff_of(*t);
+            const checkpoint::Tensor* d = ckpt.diff_of(*t);
             with_diff[i] = d != nullptr;
             tensors.push_back(t);
             tensors.push_back(d);
@@ -205,8 +205,8 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
         regions = detail::load_regions(blobs, with_diff, detail::max_count);
         // Every blob's data, and the diffs the checkpoint holds, are about to be overwritten whole.
         bases[0] =
-            reinterpret_cast<std::byte*>(data.emplace(blobs.data_buffer()).mutable_host_data_for_overwrite().data());
-        diff.emplace(blobs.diff_buffer());
+            reinterpret_cast<std::byte*>(data.emplace(blobs.flat_data()).mutable_host_data_for_overwrite().data());
+        diff.emplace(blobs.flat_diff());
         for (const auto& r : regions) {
             if (r.diff) {
                 bases[1] = reinterpret_cast<std::byte*>(
@@ -220,7 +220,7 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
         }
         const std::uint64_t lo = detail::share_start(units, rank, ranks) * unit;
         const std::uint64_t hi = detail::share_start(units, rank + 1, ranks) * unit;
-        syncblob::detail::ckpt::Plan plan;
+        syncblob::checkpoint::detail::Plan plan;
         const std::size_t chunk = std::max<std::size_t>(load.chunk_bytes / sizeof(T), 4096 / sizeof(T));
         std::uint64_t at = 0;  // where the region starts in the regions laid end to end
         for (const auto& r : regions) {
@@ -232,7 +232,7 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
                 const Slice s = blobs.slice(i);
                 const std::uint64_t a = std::max<std::uint64_t>(from, s.offset);
                 const std::uint64_t b = std::min<std::uint64_t>(to, s.offset + s.bytes);
-                const io::CheckpointTensor* t = tensors[2 * i + (r.diff ? 1 : 0)];
+                const checkpoint::Tensor* t = tensors[2 * i + (r.diff ? 1 : 0)];
                 for (std::uint64_t e = (a - s.offset) / sizeof(T); a < b && e < (b - s.offset) / sizeof(T);) {
                     const std::uint64_t n = std::min<std::uint64_t>(chunk, (b - s.offset) / sizeof(T) - e);
                     const std::size_t dst = s.offset + static_cast<std::size_t>(e) * sizeof(T);
@@ -246,16 +246,16 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
             }
         }
         // Read as CheckpointArena::load reads a host load: chunks claimed by the reader threads.
-        report.threads = syncblob::detail::ckpt::reader_threads(load.threads, plan.chunks.size());
-        syncblob::detail::ckpt::Progress progress(load.progress, plan.source_bytes);
-        syncblob::detail::ckpt::ChunkQueue queue(plan.chunks.size());
+        report.threads = syncblob::checkpoint::detail::reader_threads(load.threads, plan.chunks.size());
+        syncblob::checkpoint::detail::Progress progress(load.progress, plan.source_bytes);
+        syncblob::checkpoint::detail::ChunkQueue queue(plan.chunks.size());
         const auto rule = load.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
         parallel::run(report.threads, [&](unsigned) {
             try {
                 for (std::size_t c = 0; queue.next(c);) {
                     const auto& ch = plan.chunks[c];
-                    syncblob::detail::ckpt::read_image<T>(ckpt, plan, ch, bases[ch.diff ? 1 : 0] + ch.arena_offset,
-                                                          false, rule);
+                    syncblob::checkpoint::detail::read_image<T>(ckpt, plan, ch,
+                                                                bases[ch.diff ? 1 : 0] + ch.arena_offset, false, rule);
                     progress.add(ch.source_bytes);
                 }
             } catch (...) {
@@ -264,12 +264,12 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
             }
         });
         report.bytes_read = plan.source_bytes;
-        report.read_seconds = syncblob::detail::ckpt::seconds_since(started);
+        report.read_seconds = syncblob::checkpoint::detail::seconds_since(started);
     });
     // The waits for the other ranks start now (see the function comment).
     const detail::Deadline deadline(options.timeout);
     detail::agree(blobs, comm, op,
-                  {syncblob::detail::CommOperation::shared_load, detail::checkpoint_fingerprint(ckpt, tensors), 0, 0, 0,
+                  {comm::detail::CommOperation::shared_load, detail::checkpoint_fingerprint(ckpt, tensors), 0, 0, 0,
                    deadline.bounded()},
                   deadline, failure);
 
@@ -326,7 +326,7 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const io:
             report.bytes_loaded += tensors[i]->bytes;
         }
     }
-    report.seconds = syncblob::detail::ckpt::seconds_since(started);
+    report.seconds = syncblob::checkpoint::detail::seconds_since(started);
     return report;
 }
 

@@ -40,7 +40,7 @@
 #include "../core/sync_audit.hpp"
 #include "../cuda/async_pool.hpp"
 #include "../cuda/device.hpp"
-#include "detail/arena_descriptor.hpp"
+#include "detail/agreement.hpp"
 #include "detail/bucket_plan.hpp"
 #include "error.hpp"
 #include "reduce.hpp"
@@ -159,22 +159,21 @@ inline std::pair<int, int> rank_and_size(ncclComm_t comm, std::string_view op) {
 }
 
 /// Gathers every rank's descriptor through NCCL (on device memory, on `stream`) and settles them on
-/// every rank alike (syncblob::detail::settle): a rank's wrong argument (a root outside the
+/// every rank alike (comm::detail::settle): a rank's wrong argument (a root outside the
 /// communicator, a bucket limit of 0) is the same typed error on every rank, arenas or calls that
 /// differ the same StateError; when some rank's own preparation failed (`local_failure`), that
 /// rank rethrows it and the others throw a StateError naming it. Nothing of the arena has been
 /// sent yet. \throws TimeoutError when `timeout` passes first (the scratch block is then kept).
 template <class T, class A>
 void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stream, std::string_view op,
-           syncblob::detail::CommOperation what, std::uint64_t argument, std::uint64_t first_bucket,
-           std::uint64_t bucket, std::optional<std::chrono::milliseconds> timeout,
-           const std::exception_ptr& local_failure = nullptr) {
-    using Descriptor = syncblob::detail::ArenaDescriptor;
+           comm::detail::CommOperation what, std::uint64_t argument, std::uint64_t first_bucket, std::uint64_t bucket,
+           std::optional<std::chrono::milliseconds> timeout, const std::exception_ptr& local_failure = nullptr) {
+    using Descriptor = comm::detail::ArenaDescriptor;
     const audit::Operation audited("nccl agreement");  // waits no caller asks for
     std::string problem;
-    Descriptor mine = syncblob::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
+    Descriptor mine = comm::detail::describe(arena, op, what, argument, problem, first_bucket, bucket);
     mine.failed = local_failure ? 1 : 0;
-    syncblob::detail::note_timeout(mine, timeout);
+    comm::detail::note_timeout(mine, timeout);
     const auto [rank, size] = rank_and_size(comm, op);
     const std::size_t bytes = sizeof(Descriptor) * static_cast<std::size_t>(size);
     std::vector<Descriptor> all(static_cast<std::size_t>(size));
@@ -185,7 +184,7 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
         check(ncclAllGather(mine_on_device, scratch, sizeof(Descriptor), ncclUint8, comm, stream), op, "ncclAllGather",
               comm);
         try {
-            finish(stream, comm, syncblob::detail::usable_timeout(timeout) ? timeout : std::nullopt, op,
+            finish(stream, comm, comm::detail::usable_timeout(timeout) ? timeout : std::nullopt, op,
                    "every rank to join the agreement (ncclAllGather)");
         } catch (const TimeoutError&) {
             keep_forever(scratch);  // the gather may still write it
@@ -199,7 +198,7 @@ void agree(const ParameterArena<T, A>& arena, ncclComm_t comm, cudaStream_t stre
         throw;
     }
     cuda::Device::deallocate(scratch, bytes + sizeof(Descriptor));
-    syncblob::detail::settle(all, op, rank, problem, local_failure);
+    comm::detail::settle(all, op, rank, problem, local_failure);
 }
 
 // The blobs in [first, end) fresh on the host only: they are copied H→D before NCCL runs.
@@ -228,15 +227,15 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce re
     std::optional<ArenaBuffer<T, A>> view;  // outlives the preparation: `p` points into it
     T* p = nullptr;
     // The staging copies H->D come before the agreement, so a failure on one rank reaches every rank.
-    const auto failure = syncblob::detail::prepare(arena, op, [&] {
-        auto& diff = view.emplace(arena.diff_buffer());
+    const auto failure = comm::detail::prepare(arena, op, [&] {
+        auto& diff = view.emplace(arena.flat_diff());
         stats.bytes = diff.bytes();
         stats.staged_blobs = detail::host_only(diff.buffers(), 0, diff.buffers().size());
         if (diff.elements() != 0) {
             p = diff.mutable_device_data();
         }
     });
-    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::allreduce,
+    detail::agree(arena, comm, arena.stream(), op, comm::detail::CommOperation::allreduce,
                   static_cast<std::uint64_t>(reduce), 0, 0, options.timeout, failure);
     if (p != nullptr) {
         detail::check(ncclAllReduce(p, p, view->elements(), detail::datatype<T>(),
@@ -264,15 +263,15 @@ CommStats broadcast_data(ParameterArena<T, A>& arena, ncclComm_t comm, int root,
     T* p = nullptr;
     // The root's staging copies come before the agreement; the other ranks mark their data as about
     // to be overwritten only after it, so a refused call leaves it as it was.
-    const auto failure = syncblob::detail::prepare(arena, op, [&] {
-        auto& data = view.emplace(arena.data_buffer());
+    const auto failure = comm::detail::prepare(arena, op, [&] {
+        auto& data = view.emplace(arena.flat_data());
         stats.bytes = data.bytes();
         if (rank == root && data.elements() != 0) {
             stats.staged_blobs = detail::host_only(data.buffers(), 0, data.buffers().size());
             p = const_cast<T*>(data.device_data());
         }
     });
-    detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::broadcast,
+    detail::agree(arena, comm, arena.stream(), op, comm::detail::CommOperation::broadcast,
                   static_cast<std::uint64_t>(std::int64_t{root}), 0, 0, options.timeout, failure);
     if (view->elements() != 0) {
         if (rank != root) {
@@ -298,9 +297,9 @@ public:
     BucketedAllreduce(ParameterArena<T, A>& arena, ncclComm_t comm, Reduce reduce, std::size_t first_bytes,
                       std::size_t bucket_bytes, Options options = {})
         : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
-        detail::agree(arena, comm, arena.stream(), op, syncblob::detail::CommOperation::bucketed_allreduce,
+        detail::agree(arena, comm, arena.stream(), op, comm::detail::CommOperation::bucketed_allreduce,
                       static_cast<std::uint64_t>(reduce), first_bytes, bucket_bytes, options.timeout);
-        plan_ = syncblob::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
+        plan_ = comm::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
         stats_.bytes = arena.bytes();
         stats_.on_device = true;
     }
@@ -351,7 +350,7 @@ private:
     static constexpr std::string_view op = "nccl::iallreduce_diff";
 
     void start_complete() {
-        auto diff = arena_->diff_buffer();
+        auto diff = arena_->flat_diff();
         plan_.start_ready([&](std::size_t index) {
             const Bucket& b = plan_.buckets()[index];
             if (b.bytes == 0) {
@@ -370,7 +369,7 @@ private:
     ncclComm_t comm_;
     Reduce reduce_;
     Options options_;
-    syncblob::detail::BucketPlan plan_;
+    comm::detail::BucketPlan plan_;
     CommStats stats_{};
 };
 

@@ -46,7 +46,7 @@ void parse_blob_proto(std::string_view bytes, Blob<T, A>& blob, const LoadOption
     const dc::BlobScan scan = dc::scan_blob(bytes, 0, source);
     const dc::BlobPlan plan = dc::plan_blob<T>(scan, options, source, "BlobProto");
     std::uint64_t budget = options.max_bytes;
-    dc::charge(budget, plan.bytes, detail::protobuf::Reader({}, 0, source, "BlobProto"), 0, "BlobProto");
+    dc::charge(budget, plan.bytes, parse::protobuf::Reader({}, 0, source, "BlobProto"), 0, "BlobProto");
     if (!options.reshape && (scan.shape != blob.shape() || !blob.has_shape())) {
         throw ShapeError("io::parse_blob_proto: " + std::string(source) + " holds shape " + scan.shape.to_string() +
                          ", the blob has " + blob.shape_string() + " (LoadOptions::reshape is false)");
@@ -62,8 +62,8 @@ template <Element T, SyncedAllocator A>
     detail::caffe::require_shape(blob, "io::serialize_blob_proto");
     std::string out;
     out.reserve(static_cast<std::size_t>(detail::caffe::blob_proto_size(blob, write_diff)));
-    detail::protobuf::StringSink sink{out};
-    detail::protobuf::Writer w(sink);
+    parse::protobuf::StringSink sink{out};
+    parse::protobuf::Writer w(sink);
     detail::caffe::write_blob_proto(w, blob, write_diff);
     return out;
 }
@@ -78,7 +78,7 @@ template <Element T = float, SyncedAllocator A = HostOnly>
                                                               std::optional<std::size_t> expected_count = {}) {
     detail::caffe::require_caffe_element<T>();
     namespace dc = detail::caffe;
-    namespace pb = detail::protobuf;
+    namespace pb = parse::protobuf;
     pb::Reader r(bytes, 0, source, "BlobProtoVector");
     std::vector<Blob<T, A>> blobs;
     std::uint64_t budget = options.max_bytes;
@@ -111,8 +111,8 @@ template <Element T, SyncedAllocator A>
     detail::caffe::require_caffe_element<T>();
     namespace dc = detail::caffe;
     std::string out;
-    detail::protobuf::StringSink sink{out};
-    detail::protobuf::Writer w(sink);
+    parse::protobuf::StringSink sink{out};
+    parse::protobuf::Writer w(sink);
     for (const auto& blob : blobs) {
         dc::require_shape(blob, "io::serialize_blob_proto_vector");
         w.length_delimited(1, dc::blob_proto_size(blob, write_diff));
@@ -136,7 +136,7 @@ template <Element T = float, SyncedAllocator A = HostOnly>
                                                      std::string_view source = "NetParameter") {
     detail::caffe::require_caffe_element<T>();
     namespace dc = detail::caffe;
-    namespace pb = detail::protobuf;
+    namespace pb = parse::protobuf;
     CaffeModelBlobs<T, A> layers;
     std::uint64_t budget = options.max_bytes;
     pb::Reader net(bytes, 0, source, "NetParameter");
@@ -220,7 +220,7 @@ void save_binaryproto(const std::filesystem::path& file, const Blob<T, A>& blob,
     detail::caffe::require_shape(blob, "io::save_binaryproto");
     save_atomic(file, options, [&](FileWriter& out) {
         out.reserve(detail::caffe::blob_proto_size(blob, write_diff));
-        detail::protobuf::Writer w(out);
+        parse::protobuf::Writer w(out);
         detail::caffe::write_blob_proto(w, blob, write_diff);
     });
 }
@@ -245,7 +245,7 @@ void save_blob_proto_vector(const std::filesystem::path& file, std::span<const B
         dc::require_shape(blob, "io::save_blob_proto_vector");
     }
     save_atomic(file, options, [&](FileWriter& out) {
-        detail::protobuf::Writer w(out);
+        parse::protobuf::Writer w(out);
         for (const auto& blob : blobs) {
             w.length_delimited(1, dc::blob_proto_size(blob, write_diff));
             dc::write_blob_proto(w, blob, write_diff);

@@ -34,11 +34,11 @@
 #include "../blob.hpp"
 #include "detail/json_document.hpp"
 #include "detail/json_dom.hpp"
-#include "detail/json_input.hpp"
-#include "detail/json_reader.hpp"
 #include "detail/posix_file.hpp"
 #include "detail/staged_load.hpp"
 #include "file.hpp"
+#include "parse/json_input.hpp"
+#include "parse/json_reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -107,8 +107,8 @@ void load_document(Pass&& pass, Blob<T, A>& blob, const LoadOptions& options, st
 }
 
 /// The reader's limits for a blob document: no string in one is longer than a few bytes.
-inline detail::json_stream::JsonLimits document_limits() {
-    detail::json_stream::JsonLimits limits;
+inline parse::JsonLimits document_limits() {
+    parse::JsonLimits limits;
     limits.max_string = 4096;
     return limits;
 }
@@ -141,8 +141,8 @@ void from_json_strict(const nlohmann::json& j, Blob<T, A>& blob, std::string_vie
 [[nodiscard]] inline nlohmann::json parse_json_text(std::string_view text, std::uint64_t max_bytes,
                                                     std::string_view source = "JSON") {
     detail::json_io::DomBuilder builder(source, text.size(), max_bytes);
-    detail::json_stream::TextInput in(text);
-    detail::json_stream::read_json(in, builder, {}, source);
+    parse::TextInput in(text);
+    parse::read_json(in, builder, {}, source);
     return builder.take();
 }
 
@@ -152,8 +152,8 @@ void parse_json(std::string_view text, Blob<T, A>& blob, const LoadOptions& opti
                 std::string_view source = "JSON") {
     detail::load_document(
         [&](auto& handler) {
-            detail::json_stream::TextInput in(text);
-            detail::json_stream::read_json(in, handler, detail::document_limits(), source);
+            parse::TextInput in(text);
+            parse::read_json(in, handler, detail::document_limits(), source);
         },
         blob, options, source);
 }
@@ -167,8 +167,8 @@ void load_json(const std::filesystem::path& file, Blob<T, A>& blob, const LoadOp
     const std::string source = file.string();
     detail::load_document(
         [&](auto& handler) {
-            detail::json_stream::FileInput input(in, 0, in.size());
-            detail::json_stream::read_json(input, handler, detail::document_limits(), source);
+            parse::FileInput input(in, 0, in.size());
+            parse::read_json(input, handler, detail::document_limits(), source);
         },
         blob, options, source);
 }

@@ -28,13 +28,13 @@
 
 #include "../blob.hpp"
 #include "detail/byte_source.hpp"
-#include "detail/json_input.hpp"
 #include "detail/mapped_file.hpp"
 #include "detail/safetensors_format.hpp"
 #include "detail/safetensors_header.hpp"
 #include "detail/staged_load.hpp"
 #include "file.hpp"
 #include "name_index.hpp"
+#include "parse/json_input.hpp"
 #include "safetensors_writer.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -206,13 +206,13 @@ private:
     // The header streams from the file in small chunks (or is read where it lies in memory).
     [[nodiscard]] detail::SafetensorsHeader parse_header(const detail::MemorySource& src, std::uint64_t n,
                                                          std::uint64_t data) const {
-        detail::json_stream::TextInput in(
+        parse::TextInput in(
             std::string_view(reinterpret_cast<const char*>(src.bytes().data()) + 8, static_cast<std::size_t>(n)));
         return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
     }
     [[nodiscard]] detail::SafetensorsHeader parse_header(const detail::FileSource& src, std::uint64_t n,
                                                          std::uint64_t data) const {
-        detail::json_stream::FileInput in(src.file(), 8, 8 + n);
+        parse::FileInput in(src.file(), 8, 8 + n);
         return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
     }
 

@@ -31,6 +31,10 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
+namespace checkpoint {
+class Writer;  // shares a writer's entries (syncblob/checkpoint/writer.hpp)
+}  // namespace checkpoint
+
 namespace io {
 
 /// The suffix that names the tensor holding a blob's diff: "conv1.weight" → "conv1.weight.__diff__".
@@ -59,7 +63,10 @@ public:
     /// Adds the blob's data as `name` and, with `with_diff`, its diff as `name + diff_suffix`: both
     /// or neither. \throws FormatError when a name is already taken, is "__metadata__", ends in
     /// `diff_suffix` (reserved for diffs) or is not valid UTF-8 (nothing is added then).
+    // `name` is moved into the entry; clang-tidy reads the template uninstantiated, where the calls
+    // that move it are dependent, and takes it for a copy only read.
     template <Element T, SyncedAllocator A>
+    // NOLINTNEXTLINE(performance-unnecessary-value-param)
     void add(std::string name, const Blob<T, A>& blob, bool with_diff = false) {
         std::vector<std::int64_t> shape = blob.has_shape()
                                               ? std::vector<std::int64_t>(blob.shape().begin(), blob.shape().end())
@@ -142,7 +149,7 @@ public:
     }
 
 private:
-    friend class CheckpointWriter;  // keeps every tensor in one writer, then gives each shard its own
+    friend class checkpoint::Writer;  // keeps every tensor in one writer, then gives each shard its own
 
     void check_name(const std::string& name) const {
         if (name == "__metadata__" || name.ends_with(diff_suffix)) {
@@ -152,7 +159,7 @@ private:
                                    : "names ending in \"" + std::string(diff_suffix) +
                                          "\" are reserved for diffs (add(name, blob, true) writes them)");
         }
-        (void)detail::json_quote(name, "tensor name");  // valid UTF-8, or a FormatError now
+        (void)parse::json_quote(name, "tensor name");  // valid UTF-8, or a FormatError now
         check_free(name);
     }
 

@@ -18,16 +18,16 @@
 
 #include "../../core/element.hpp"
 #include "../../core/thread_pool.hpp"
-#include "../../io/checkpoint.hpp"
 #include "../../memory/device_backend.hpp"
 #include "../device_convert.hpp"
 #include "../plan.hpp"
 #include "../read_chunk.hpp"
+#include "../reader.hpp"
 #include "staging.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::ckpt {
+namespace checkpoint::detail {
 
 template <Element T, SyncedAllocator A>
 class DeviceLoad {
@@ -44,7 +44,7 @@ public:
         std::byte* diff = nullptr;
     };
 
-    DeviceLoad(const io::Checkpoint& ckpt, const Plan& plan, Targets targets, stream_type stream, int device,
+    DeviceLoad(const Checkpoint& ckpt, const Plan& plan, Targets targets, stream_type stream, int device,
                io::detail::ConvertRule rule)
         : ckpt_(ckpt),
           plan_(plan),
@@ -144,7 +144,7 @@ private:
         }
     }
 
-    const io::Checkpoint& ckpt_;
+    const Checkpoint& ckpt_;
     const Plan& plan_;
     Targets targets_;
     stream_type stream_;
@@ -155,6 +155,6 @@ private:
     std::atomic<std::size_t> conversions_{0};
 };
 
-}  // namespace detail::ckpt
+}  // namespace checkpoint::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -21,7 +21,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail::ckpt {
+namespace checkpoint::detail {
 
 /// The pool staging blocks come from: the arena's host allocator when it is itself a pool that
 /// gates reuse on device work (`cuda::PinnedPool`), else a `PinnedPool` over it (page-locked
@@ -80,7 +80,7 @@ private:
             if constexpr (StreamOrderedBackend<Device>) {
                 Device::deallocate_async(device_, device_bytes_, stream_);
             } else {
-                finish_before_free<Device>(stream_);
+                syncblob::detail::finish_before_free<Device>(stream_);
                 Device::deallocate(device_, device_bytes_);
             }
             device_ = nullptr;
@@ -95,6 +95,6 @@ private:
     std::size_t device_bytes_ = 0;
 };
 
-}  // namespace detail::ckpt
+}  // namespace checkpoint::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -16,7 +16,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace comm::detail {
 
 class BucketPlan {
 public:
@@ -78,6 +78,6 @@ private:
     std::size_t started_ = 0;
 };
 
-}  // namespace detail
+}  // namespace comm::detail
 
 SYNCBLOB_END_NAMESPACE

@@ -21,7 +21,7 @@
 
 #include "../../arena.hpp"
 #include "../mpi_options.hpp"
-#include "arena_descriptor.hpp"
+#include "agreement.hpp"
 #include "mpi_call.hpp"
 #include "mpi_wait.hpp"
 
@@ -31,7 +31,7 @@ namespace mpi::detail {
 
 /// What a call's descriptor says of `Options::piece_bytes`: its value, or that it is unset.
 inline std::uint64_t requested_piece(std::optional<std::size_t> piece_bytes) noexcept {
-    return piece_bytes ? static_cast<std::uint64_t>(*piece_bytes) : syncblob::detail::automatic_piece;
+    return piece_bytes ? static_cast<std::uint64_t>(*piece_bytes) : comm::detail::automatic_piece;
 }
 
 /// This process's host as the agreement tells it apart: a hash of MPI_Get_processor_name (the host
@@ -44,7 +44,7 @@ inline std::uint64_t host_fingerprint() {
         if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) {
             length = 0;
         }
-        syncblob::detail::Fnv1a h;
+        comm::detail::Fnv1a h;
         for (int i = 0; i < length; ++i) {
             h.byte(static_cast<unsigned char>(name[i]));
         }
@@ -66,7 +66,7 @@ struct Agreement {
 
 /// What a call puts into the agreement besides its arena.
 struct Call {
-    syncblob::detail::CommOperation what{};
+    comm::detail::CommOperation what{};
     std::uint64_t argument = 0;  ///< the reduction, or the root (as a two's-complement int)
     std::uint64_t first_bucket = 0;
     std::uint64_t bucket = 0;
@@ -76,7 +76,7 @@ struct Call {
 };
 
 /// Gathers every rank's descriptor of the arena and the call, then settles them on every rank
-/// alike (syncblob::detail::settle): a rank's wrong argument (a root outside the communicator, a
+/// alike (comm::detail::settle): a rank's wrong argument (a root outside the communicator, a
 /// bucket limit of 0) is the same typed error on every rank; arenas or calls that differ the same
 /// StateError; when some rank's own preparation failed (`local_failure`, caught by the caller
 /// before this call), that rank rethrows its exception and every other rank throws a StateError
@@ -87,19 +87,18 @@ struct Call {
 template <Element T, SyncedAllocator A>
 Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
                 const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
-    using Descriptor = syncblob::detail::ArenaDescriptor;
+    using Descriptor = comm::detail::ArenaDescriptor;
     const audit::Operation audited("mpi agreement");  // a wait no caller asks for
     (void)Graveyard::reap();
     require_in_step(comm, op);
     std::string problem;
-    auto mine =
-        syncblob::detail::describe(arena, op, call.what, call.argument, problem, call.first_bucket, call.bucket);
+    auto mine = comm::detail::describe(arena, op, call.what, call.argument, problem, call.first_bucket, call.bucket);
     mine.piece = call.piece;
     mine.nonblocking = call.nonblocking ? 1 : 0;
     mine.device = call.device ? 1 : 0;
     mine.failed = local_failure ? 1 : 0;
     mine.host = host_fingerprint();
-    syncblob::detail::note_timeout(mine, deadline.bounded() ? std::optional(deadline.timeout()) : std::nullopt);
+    comm::detail::note_timeout(mine, deadline.bounded() ? std::optional(deadline.timeout()) : std::nullopt);
     int size = 0;
     int rank = 0;
     check(MPI_Comm_size(comm, &size), op, "MPI_Comm_size");
@@ -117,7 +116,7 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
           op, "MPI_Iallgather");
     complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement",
              [&] { return std::vector<std::shared_ptr<void>>{gathered}; });
-    syncblob::detail::settle(gathered->second, op, rank, problem, local_failure);
+    comm::detail::settle(gathered->second, op, rank, problem, local_failure);
     const auto& all = gathered->second;
     return {std::ranges::any_of(all, [](const Descriptor& d) { return d.device != 0; }),
             std::ranges::any_of(all, [&](const Descriptor& d) { return d.host != all.front().host; })};

@@ -19,15 +19,15 @@
 #include "../../blob.hpp"
 #include "../convert.hpp"
 #include "../file.hpp"
+#include "../parse/protobuf.hpp"
 #include "convert_message.hpp"
-#include "protobuf.hpp"
 #include "staged_load.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
 namespace io::detail::caffe {
 
-namespace pb = detail::protobuf;
+namespace pb = parse::protobuf;
 
 // caffe.proto: message BlobProto / BlobShape field numbers.
 inline constexpr std::uint32_t field_num = 1, field_channels = 2, field_height = 3, field_width = 4, field_data = 5,

@@ -5,7 +5,7 @@
 /// One element to and from a JSON value, exactly: floats as the shortest decimal that reads back
 /// to the same value (half, bfloat16 and the 8-bit floats through float), NaN and infinities as the strings "NaN",
 /// "Infinity" and "-Infinity", 64-bit integers as JSON integers, bool as true/false. Values are
-/// read from the streaming reader's scalars (`json_stream::Scalar`), whether they come from text
+/// read from the streaming reader's scalars (`parse::Scalar`), whether they come from text
 /// or from a document in memory.
 
 #include <charconv>
@@ -22,16 +22,16 @@
 
 #include "../../core/convert.hpp"
 #include "../../core/element.hpp"
+#include "../parse/json_reader.hpp"
 #include "format_error.hpp"
-#include "json_reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
 namespace io::detail::json_io {
 
 using json = nlohmann::json;
-using json_stream::Scalar;
-using json_stream::ScalarKind;
+using parse::Scalar;
+using parse::ScalarKind;
 
 /// The double whose shortest decimal form is that of float `f` (0.1f is written 0.1, not
 /// 0.10000000149011612), when it reads back to `f`; the exact value of `f` otherwise.

@@ -16,10 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "../../core/element.hpp"
 #include "../../core/shape.hpp"
+#include "../parse/json_quote.hpp"
 #include "format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -54,16 +53,6 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
     return is_dtype(d) ? dtype_table[static_cast<std::size_t>(d)].safetensors_position : -1;
 }
 
-/// A JSON string literal as serde_json writes it (", \ and control characters escaped, other
-/// characters as UTF-8). \throws FormatError when `text` is not valid UTF-8.
-[[nodiscard]] inline std::string json_quote(std::string_view text, std::string_view what) {
-    try {
-        return nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
-    } catch (const nlohmann::json::exception&) {
-        io::throw_format_error("safetensors", what, "\"" + std::string(text) + "\" is not valid UTF-8");
-    }
-}
-
 /// The header bytes (JSON padded with spaces to a multiple of 8) for entries already in file
 /// order, and string metadata (keys sorted; omitted when empty, as the reference does for none).
 [[nodiscard]] inline std::string safetensors_header(std::span<const SafetensorsEntry> entries,
@@ -74,14 +63,14 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
         h.append("\"__metadata__\":{");
         bool first = true;
         for (const auto& [key, value] : metadata) {
-            h.append(first ? "" : ",").append(json_quote(key, "metadata key"));
-            h.append(":").append(json_quote(value, "metadata value"));
+            h.append(first ? "" : ",").append(parse::json_quote(key, "metadata key"));
+            h.append(":").append(parse::json_quote(value, "metadata value"));
             first = false;
         }
         h.append("}");
     }
     for (const auto& e : entries) {
-        h.append(h.size() == 1 ? "" : ",").append(json_quote(e.name, "tensor name"));
+        h.append(h.size() == 1 ? "" : ",").append(parse::json_quote(e.name, "tensor name"));
         h.append(":{\"dtype\":\"").append(dtype_name(e.dtype)).append("\",\"shape\":[");
         for (std::size_t i = 0; i < e.shape.size(); ++i) {
             h.append(i == 0 ? "" : ",").append(std::to_string(e.shape[i]));

@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,8 +24,10 @@
 #include "../../core/element.hpp"
 #include "../../core/shape.hpp"
 #include "../name_index.hpp"
+#include "../parse/json_input.hpp"
+#include "../parse/json_reader.hpp"
+#include "byte_source.hpp"
 #include "format_error.hpp"
-#include "json_reader.hpp"
 #include "safetensors_format.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -125,18 +129,18 @@ public:
         }
     }
 
-    void scalar(const json_stream::Scalar& s) {
+    void scalar(const parse::Scalar& s) {
         if (depth_ == 0) {
             fail("header byte 8", "expected '{' opening the JSON header");
         }
         if (depth_ == 1) {
-            if (in_metadata_ && s.kind == json_stream::ScalarKind::null) {
+            if (in_metadata_ && s.kind == parse::ScalarKind::null) {
                 return;  // "__metadata__": null is no metadata
             }
             wrong_member(s.type_name());
         }
         if (in_metadata_) {
-            if (s.kind != json_stream::ScalarKind::string) {
+            if (s.kind != parse::ScalarKind::string) {
                 fail("__metadata__", "expected string values, \"" + member_ + "\" holds a " + s.type_name());
             }
             if (!out_.metadata.emplace(member_, std::string(s.text)).second) {
@@ -188,19 +192,19 @@ private:
         fail(where() + ": data_offsets", "expected [begin, end] as two non-negative integers, found " + found);
     }
 
-    static std::string literal(const json_stream::Scalar& s) { return s.literal(); }
+    static std::string literal(const parse::Scalar& s) { return s.literal(); }
 
-    static bool non_negative(const json_stream::Scalar& s, std::uint64_t& v) {
-        if (s.kind == json_stream::ScalarKind::unsigned_integer) {
+    static bool non_negative(const parse::Scalar& s, std::uint64_t& v) {
+        if (s.kind == parse::ScalarKind::unsigned_integer) {
             v = s.unsigned_integer;
             return true;
         }
         return false;  // a negative integer, a fraction, anything else
     }
 
-    void field_value(const json_stream::Scalar& s) {
+    void field_value(const parse::Scalar& s) {
         if (field_ == 1) {
-            if (s.kind != json_stream::ScalarKind::string) {
+            if (s.kind != parse::ScalarKind::string) {
                 fail(where() + ": dtype", std::string("expected a string, found ") + s.type_name());
             }
             const auto parsed = parse_dtype(s.text);
@@ -221,7 +225,7 @@ private:
         }
     }
 
-    void array_item(const json_stream::Scalar& s) {
+    void array_item(const parse::Scalar& s) {
         std::uint64_t v = 0;
         const bool ok = non_negative(s, v);
         if (field_ == 4 && items_text_.size() < 64) {  // for a message about the offsets
@@ -251,7 +255,8 @@ private:
             fail(where() + ": shape", *problem);
         }
         entry_.count = static_cast<std::uint64_t>(syncblob::detail::count_of(entry_.shape));
-        charge(sizeof(SafetensorsEntry) + 2 * 8 + entry_.name.size() + entry_.shape.size() * sizeof(std::int64_t));
+        charge(sizeof(SafetensorsEntry) + 2 * sizeof(std::uint64_t) + entry_.name.size() +
+               entry_.shape.size() * sizeof(std::int64_t));
         out_.entries.push_back(std::move(entry_));
     }
 
@@ -334,12 +339,35 @@ template <class Input>
     // the list never moves (pages of room never filled are never touched, so they cost no memory).
     header.entries.reserve(static_cast<std::size_t>(length / 48 + 1));
     SafetensorsHeaderHandler handler(source, max_bytes, header);
-    json_stream::JsonLimits limits;
+    parse::JsonLimits limits;
     limits.max_depth = 8;  // deeper than any valid header: the handler names what is too deep
     limits.allow_bom = false;
-    json_stream::read_json(in, handler, limits, source, "header byte", 8);
+    parse::read_json(in, handler, limits, source, "header byte", 8);
     handler.finish(data_bytes);
     return header;
+}
+
+/// A safetensors file opened for positioned reads, its header read and validated (every rule of
+/// the single-file reader), kept open so that the bytes read later come from the file whose header
+/// was checked: a checkpoint's shard.
+struct OpenSafetensors {
+    std::shared_ptr<const FileSource> file;
+    SafetensorsHeader header;
+};
+
+/// Opens `path` and reads its header (`max_bytes` bounds what the header may take).
+/// \throws IOError when it cannot be opened; FormatError for a malformed header.
+[[nodiscard]] inline OpenSafetensors open_safetensors(const std::filesystem::path& path, std::uint64_t max_bytes) {
+    OpenSafetensors opened;
+    auto file = std::make_shared<const FileSource>(path);
+    unsigned char prefix[8] = {};
+    const std::uint64_t size = file->size();
+    file->read_at(0, prefix, static_cast<std::size_t>(size < 8 ? size : 8), "header length");
+    const std::uint64_t n = safetensors_header_length(prefix, size, max_bytes, file->name());
+    parse::FileInput in(file->file(), 8, 8 + n);
+    opened.header = read_safetensors_header(in, n, size - 8 - n, max_bytes, file->name());
+    opened.file = std::move(file);
+    return opened;
 }
 
 }  // namespace io::detail

@@ -22,7 +22,7 @@
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace detail {
+namespace comm::detail {
 
 /// Plain bytes, the same layout on every rank of one program.
 struct ArenaDescriptor {
@@ -288,6 +288,6 @@ std::exception_ptr prepare(const ParameterArena<T, A>& arena, std::string_view o
     return nullptr;
 }
 
-}  // namespace detail
+}  // namespace comm::detail
 
 SYNCBLOB_END_NAMESPACE

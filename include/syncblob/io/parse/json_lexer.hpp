@@ -16,11 +16,11 @@
 #include <string_view>
 #include <system_error>
 
-#include "format_error.hpp"
+#include "../detail/format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace io::detail::json_stream {
+namespace io::parse {
 
 /// What a scalar JSON value is. Integers without a fraction or an exponent are `unsigned_integer`
 /// when non-negative and `integer` when negative (as nlohmann/json reads them); other numbers and
@@ -378,6 +378,6 @@ private:
     std::uint64_t number_start_ = 0;
 };
 
-}  // namespace io::detail::json_stream
+}  // namespace io::parse
 
 SYNCBLOB_END_NAMESPACE

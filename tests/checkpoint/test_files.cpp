@@ -17,13 +17,13 @@
 #include <random>
 #include <set>
 #include <string>
-#include <syncblob/io/checkpoint_writer.hpp>
+#include <syncblob/checkpoint/writer.hpp>
 #include <vector>
 
-#include "checkpoint_files.hpp"
+#include "../io/checkpoint_files.hpp"
+#include "../io/tempfile.hpp"
 #include "child_process.hpp"
 #include "complexity.hpp"
-#include "tempfile.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
@@ -51,8 +51,8 @@ test::NamedBlobs four_blobs() {
     return b;
 }
 
-io::CheckpointWriter writer_of(const test::NamedBlobs& blobs) {
-    io::CheckpointWriter w;
+checkpoint::Writer writer_of(const test::NamedBlobs& blobs) {
+    checkpoint::Writer w;
     for (const auto& [name, blob] : blobs.blobs) {
         w.add(name, blob);
     }
@@ -60,7 +60,7 @@ io::CheckpointWriter writer_of(const test::NamedBlobs& blobs) {
 }
 
 // Every tensor of `c`, loaded one by one, holds `blobs`' values.
-void check_values(const io::Checkpoint& c, const test::NamedBlobs& blobs) {
+void check_values(const checkpoint::Checkpoint& c, const test::NamedBlobs& blobs) {
     REQUIRE(c.tensors().size() == blobs.blobs.size());
     for (std::size_t k = 0; k < blobs.blobs.size(); ++k) {
         const auto& [name, blob] = blobs.blobs[k];
@@ -77,16 +77,16 @@ void check_values(const io::Checkpoint& c, const test::NamedBlobs& blobs) {
 }
 
 std::string open_error(const fs::path& p) {
-    return test::message_of<FormatError>([&] { (void)io::Checkpoint::open(p); });
+    return test::message_of<FormatError>([&] { (void)checkpoint::Checkpoint::open(p); });
 }
 
 }  // namespace
 
-TEST_CASE("a checkpoint is written as shards of at most max_shard_bytes, then an index", "[io][checkpoint]") {
+TEST_CASE("a checkpoint is written as shards of at most max_shard_bytes, then an index", "[checkpoint][files]") {
     const test::TempDir dir;
     const auto blobs = four_blobs();
     const auto w = writer_of(blobs);
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 800;  // a and b together, then c and d
     const fs::path index = w.save(dir.path(), options);
     CHECK(index == dir.path() / "model.safetensors.index.json");
@@ -98,23 +98,23 @@ TEST_CASE("a checkpoint is written as shards of at most max_shard_bytes, then an
         "{\n  \"metadata\": {\n    \"total_size\": 1240\n  },\n  \"weight_map\": {\n"
         "    \"a\": \"model-00001-of-00002.safetensors\",\n    \"b\": \"model-00001-of-00002.safetensors\",\n"
         "    \"c\": \"model-00002-of-00002.safetensors\",\n    \"d\": \"model-00002-of-00002.safetensors\"\n  }\n}\n");
-    const auto c = io::Checkpoint::open(dir.path());
+    const auto c = checkpoint::Checkpoint::open(dir.path());
     CHECK(c.index_file() == index);
     REQUIRE(c.shards().size() == 2);
     CHECK(c.total_size() == 1240);
     CHECK(c.at("c").shard == 1);
     check_values(c, blobs);
-    CHECK(io::Checkpoint::open(index).tensors().size() == 4);
+    CHECK(checkpoint::Checkpoint::open(index).tensors().size() == 4);
 }
 
-TEST_CASE("a tensor larger than the shard limit gets a shard of its own", "[io][checkpoint]") {
+TEST_CASE("a tensor larger than the shard limit gets a shard of its own", "[checkpoint][files]") {
     const test::TempDir dir;
     test::NamedBlobs blobs;
     blobs.add("small", {10}).add("huge", {1000}).add("tail", {10});
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 100;
     (void)writer_of(blobs).save(dir.path(), options);
-    const auto c = io::Checkpoint::open(dir.path());
+    const auto c = checkpoint::Checkpoint::open(dir.path());
     REQUIRE(c.shards().size() == 3);
     CHECK(c.at("small").shard == 0);
     CHECK(c.at("huge").shard == 1);
@@ -122,16 +122,16 @@ TEST_CASE("a tensor larger than the shard limit gets a shard of its own", "[io][
     check_values(c, blobs);
 }
 
-TEST_CASE("a blob's diff is written beside it and mapped in the index", "[io][checkpoint]") {
+TEST_CASE("a blob's diff is written beside it and mapped in the index", "[checkpoint][files]") {
     const test::TempDir dir;
     Blob<float> w({8});
     w.fill(1.5f);
     w.fill_diff(-2.0f);
-    io::CheckpointWriter writer;
+    checkpoint::Writer writer;
     writer.add("w", w, true);
     writer.metadata()["format"] = "pt";
     (void)writer.save(dir.path());
-    const auto c = io::Checkpoint::open(dir.path());
+    const auto c = checkpoint::Checkpoint::open(dir.path());
     REQUIRE(c.tensors().size() == 2);
     const auto* diff = c.diff_of(c.at("w"));
     REQUIRE(diff != nullptr);
@@ -140,7 +140,7 @@ TEST_CASE("a blob's diff is written beside it and mapped in the index", "[io][ch
     CHECK(c.diff_of(*diff) == nullptr);  // a diff has no diff
     // A tensor description that is not the checkpoint's own (a copy, or one of another copy of
     // the checkpoint) finds the same diff by its name.
-    const io::CheckpointTensor copy = c.at("w");
+    const checkpoint::Tensor copy = c.at("w");
     CHECK(c.diff_of(copy) == diff);
     const auto other = c;
     CHECK(c.diff_of(other.at("w")) == diff);
@@ -149,28 +149,28 @@ TEST_CASE("a blob's diff is written beside it and mapped in the index", "[io][ch
     CHECK(c.total_size() == 64);
 }
 
-TEST_CASE("CheckpointWriter refuses names as SafetensorsWriter does, across shards", "[io][checkpoint]") {
+TEST_CASE("checkpoint::Writer refuses names as SafetensorsWriter does, across shards", "[checkpoint][files]") {
     Blob<float> b({4});
-    io::CheckpointWriter w;
+    checkpoint::Writer w;
     w.add("x", b);
     CHECK_THAT(test::message_of<FormatError>([&] { w.add("x", b); }), Contains("added twice"));
     CHECK_THAT(test::message_of<FormatError>([&] { w.add("y.__diff__", b); }), Contains("reserved for diffs"));
     w.add("y", b, true);
     CHECK_THAT(test::message_of<FormatError>([&] { w.add("y.__diff__", b); }), Contains("reserved"));
     const test::TempDir dir;
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 16;  // a shard per blob: x, then y with its diff
     (void)w.save(dir.path(), options);
-    const auto c = io::Checkpoint::open(dir.path());
+    const auto c = checkpoint::Checkpoint::open(dir.path());
     CHECK(c.tensors().size() == 3);
     CHECK(c.shards().size() == 2);
 }
 
-TEST_CASE("save reports progress up to the bytes of every file", "[io][checkpoint]") {
+TEST_CASE("save reports progress up to the bytes of every file", "[checkpoint][files]") {
     const test::TempDir dir;
     std::vector<std::uint64_t> seen;
     std::uint64_t total = 0;
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 800;
     options.progress = [&](std::uint64_t done, std::uint64_t all) {
         seen.push_back(done);
@@ -187,22 +187,22 @@ TEST_CASE("save reports progress up to the bytes of every file", "[io][checkpoin
     CHECK(seen.back() == total);
 }
 
-TEST_CASE("a single safetensors file is a checkpoint of one shard", "[io][checkpoint]") {
+TEST_CASE("a single safetensors file is a checkpoint of one shard", "[checkpoint][files]") {
     const test::TempDir dir;
     const auto blobs = four_blobs();
     test::write_shard(dir.path() / "model.safetensors", blobs);
     for (const fs::path& p : {dir.path() / "model.safetensors", dir.path()}) {
-        const auto c = io::Checkpoint::open(p);
+        const auto c = checkpoint::Checkpoint::open(p);
         CHECK(c.index_file().empty());
         CHECK(c.shards().size() == 1);
         check_values(c, blobs);
     }
     const test::TempDir empty;
-    CHECK_THAT(test::message_of<IOError>([&] { (void)io::Checkpoint::open(empty.path()); }),
+    CHECK_THAT(test::message_of<IOError>([&] { (void)checkpoint::Checkpoint::open(empty.path()); }),
                Contains("holds neither model.safetensors.index.json nor model.safetensors"));
 }
 
-TEST_CASE("an index as transformers writes it: other metadata and members are read past", "[io][checkpoint]") {
+TEST_CASE("an index as transformers writes it: other metadata and members are read past", "[checkpoint][files]") {
     const test::TempDir dir;
     test::NamedBlobs one, two;
     one.add("embed", {5});
@@ -214,12 +214,12 @@ TEST_CASE("an index as transformers writes it: other metadata and members are re
                      " \"other\": [null, {\"x\": 1}],"
                      " \"weight_map\": {\"head\": \"model-00002-of-00002.safetensors\","
                      " \"embed\": \"model-00001-of-00002.safetensors\"}}");
-    const auto c = io::Checkpoint::open(dir.path());
+    const auto c = checkpoint::Checkpoint::open(dir.path());
     CHECK(c.total_size() == 32);
     CHECK(c.at("head").shard == 1);
 }
 
-TEST_CASE("malformed checkpoints are FormatErrors naming the file and the tensor", "[io][checkpoint]") {
+TEST_CASE("malformed checkpoints are FormatErrors naming the file and the tensor", "[checkpoint][files]") {
     const test::TempDir dir;
     const fs::path index = dir.path() / "model.safetensors.index.json";
     const std::string s1 = "model-00001-of-00002.safetensors";
@@ -288,7 +288,7 @@ TEST_CASE("malformed checkpoints are FormatErrors naming the file and the tensor
     SECTION("a shard that is missing or malformed") {
         CHECK_THAT(test::message_of<IOError>([&] {
                        test::write_text(index, test::index_text({{"a", "gone.safetensors"}}));
-                       (void)io::Checkpoint::open(index);
+                       (void)checkpoint::Checkpoint::open(index);
                    }),
                    Contains((dir.path() / "gone.safetensors").string()));
         test::write_text(dir.path() / "bad.safetensors", "short");
@@ -309,7 +309,7 @@ void raw_shard(const fs::path& file, const std::string& name, int n) {
     test::write_text(file, out + header + std::string(static_cast<std::size_t>(4 * n), '\0'));
 }
 
-TEST_CASE("a diff in another shard than its blob must have its dtype and shape", "[io][checkpoint]") {
+TEST_CASE("a diff in another shard than its blob must have its dtype and shape", "[checkpoint][files]") {
     const test::TempDir dir;
     const std::string s1 = "model-00001-of-00002.safetensors";
     const std::string s2 = "model-00002-of-00002.safetensors";
@@ -319,7 +319,7 @@ TEST_CASE("a diff in another shard than its blob must have its dtype and shape",
     const fs::path index = dir.path() / "model.safetensors.index.json";
     test::write_text(index, test::index_text({{"w", s1}, {"w.__diff__", s2}}));
     raw_shard(dir.path() / s2, "w.__diff__", 4);
-    const auto c = io::Checkpoint::open(dir.path());
+    const auto c = checkpoint::Checkpoint::open(dir.path());
     REQUIRE(c.diff_of(c.at("w")) != nullptr);
     CHECK(c.diff_of(c.at("w"))->shard == 1);
 
@@ -338,7 +338,7 @@ TEST_CASE("a diff in another shard than its blob must have its dtype and shape",
 int save_killed_at(const fs::path& dir, const test::NamedBlobs& blobs, std::uint64_t max_shard, int kill_at) {
     const int status = test::wait_status_of_child([&] {
         int calls = 0;
-        io::CheckpointSaveOptions options;
+        checkpoint::SaveOptions options;
         options.max_shard_bytes = max_shard;
         options.progress = [&](std::uint64_t, std::uint64_t) {
             if (++calls == kill_at) {
@@ -356,7 +356,7 @@ int save_killed_at(const fs::path& dir, const test::NamedBlobs& blobs, std::uint
 // a false answer is an answer).
 bool holds(const fs::path& dir, const test::NamedBlobs& blobs) {
     try {
-        const auto c = io::Checkpoint::open(dir);
+        const auto c = checkpoint::Checkpoint::open(dir);
         if (c.tensors().size() != blobs.blobs.size()) {
             return false;
         }
@@ -388,7 +388,7 @@ TEST_CASE("a save killed at any step leaves no index naming a missing or partial
             CAPTURE(kill_at);
             const test::TempDir dir;
             if (before != 0) {
-                io::CheckpointSaveOptions old;
+                checkpoint::SaveOptions old;
                 old.max_shard_bytes = before == 2 ? 800 : 100;
                 (void)writer_of(older).save(dir.path(), old);
             }
@@ -446,10 +446,10 @@ struct ModelFolder {
 TEST_CASE("a save removes only the old shards it can prove are shards; files beside the weights stay",
           "[io][checkpoint][strangers]") {
     const ModelFolder m;
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 800;
     const auto blobs = four_blobs();
-    const io::SavedCheckpoint saved = writer_of(blobs).save(m.dir.path(), options);
+    const checkpoint::SaveReport saved = writer_of(blobs).save(m.dir.path(), options);
     CHECK(holds(m.dir.path(), blobs));
     CHECK(saved.index == m.index);
     CHECK(saved.shards == std::vector<fs::path>{m.dir.path() / "model-00001-of-00002.safetensors",
@@ -480,7 +480,7 @@ TEST_CASE("a save replaces no file at a shard's or the index's name that it cann
           "[io][checkpoint][strangers]") {
     const test::TempDir dir;
     const std::string notes = "my notes, not a shard";
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 800;  // two shards
     SECTION("a shard's name") {
         test::write_text(dir.path() / "model-00002-of-00002.safetensors", notes);
@@ -507,10 +507,10 @@ TEST_CASE("a prefix that would not read back is refused at save, before anything
         "sub/model", "", ".", "..", "/abs", std::string("a\0b", 3), "bad\xff", std::string(250, 'x')};
     for (const auto& prefix : refused) {
         CAPTURE(prefix);
-        io::CheckpointSaveOptions options;
+        checkpoint::SaveOptions options;
         options.prefix = prefix;
         CHECK_THAT(test::message_of<OptionError>([&] { (void)w.save(dir.path() / "out", options); }),
-                   Contains("CheckpointWriter::save: CheckpointSaveOptions::prefix \""));
+                   Contains("checkpoint::Writer::save: SaveOptions::prefix \""));
         CHECK_FALSE(fs::exists(dir.path() / "out"));
     }
 }
@@ -519,7 +519,7 @@ TEST_CASE("writers keep what they save alive: blobs of a vector that grew, or wa
           "[io][checkpoint][strangers]") {
     const test::TempDir dir;
     std::vector<Blob<float>> blobs;
-    io::CheckpointWriter checkpoint;
+    checkpoint::Writer checkpoint;
     io::SafetensorsWriter single;
     for (int k = 0; k < 40; ++k) {
         auto& b = blobs.emplace_back(Shape{16});  // each emplace may move every blob before it
@@ -529,9 +529,9 @@ TEST_CASE("writers keep what they save alive: blobs of a vector that grew, or wa
         single.add("b" + std::to_string(k), b, k % 2 == 0);
     }
     blobs.clear();  // and then every blob is gone
-    io::CheckpointSaveOptions options;
+    checkpoint::SaveOptions options;
     options.max_shard_bytes = 256;
-    const auto c = io::Checkpoint::open(checkpoint.save(dir.path() / "ckpt", options));
+    const auto c = checkpoint::Checkpoint::open(checkpoint.save(dir.path() / "ckpt", options));
     single.save(dir.path() / "one.safetensors");
     const auto file = io::SafetensorsFile::open(dir.path() / "one.safetensors");
     for (int k = 0; k < 40; ++k) {
@@ -556,7 +556,7 @@ TEST_CASE("a writer holding a memory-mapped blob saves it after the blob was wri
     one.add("w", {64});
     test::write_shard(dir.path() / "in.safetensors", one);
     io::SafetensorsWriter single;
-    io::CheckpointWriter checkpoint;
+    checkpoint::Writer checkpoint;
     {
         auto mapped = io::SafetensorsFile::open(dir.path() / "in.safetensors", {}, io::LoadMode::map).load<float>("w");
         single.add("w", mapped);
@@ -567,7 +567,7 @@ TEST_CASE("a writer holding a memory-mapped blob saves it after the blob was wri
     const auto saved = io::SafetensorsFile::open(dir.path() / "out.safetensors").load<float>("w");
     CHECK(saved.host_data()[0] == 42.0f);  // the values the blob held at save
     CHECK(saved.host_data()[1] == one.blobs[0].second.host_data()[1]);
-    const auto c = io::Checkpoint::open(checkpoint.save(dir.path() / "ckpt"));
+    const auto c = checkpoint::Checkpoint::open(checkpoint.save(dir.path() / "ckpt"));
     std::vector<float> got(64);
     c.read_elements<float>(c.at("w"), 0, 64, got.data(), io::detail::ConvertRule::exact);
     CHECK(got[1] == one.blobs[0].second.host_data()[1]);
@@ -579,14 +579,14 @@ TEST_CASE("an index naming many shards is checked in time linear in their count"
     for (const std::size_t n : {std::size_t{20000}, std::size_t{200000}}) {
         std::vector<std::pair<std::string, std::string>> map;
         for (std::size_t k = 1; k <= n; ++k) {
-            map.emplace_back("t" + std::to_string(k), io::detail::shard_file_name("model", k, n));
+            map.emplace_back("t" + std::to_string(k), syncblob::checkpoint::detail::shard_file_name("model", k, n));
         }
         test::write_text(dir.path() / (std::to_string(n) + ".json"), test::index_text(map));
     }
     const auto open = [&](std::size_t n) {
-        REQUIRE_THAT(
-            test::message_of<IOError>([&] { (void)io::Checkpoint::open(dir.path() / (std::to_string(n) + ".json")); }),
-            Contains("model-00001-of-"));
+        REQUIRE_THAT(test::message_of<IOError>(
+                         [&] { (void)checkpoint::Checkpoint::open(dir.path() / (std::to_string(n) + ".json")); }),
+                     Contains("model-00001-of-"));
     };
     CHECK(test::tenfold_growth(open, 20000) < test::linear_bound);
 }
@@ -643,7 +643,7 @@ TEST_CASE("whatever a checkpoint writer saves, open reads back: random names, pr
     for (std::uint64_t seed = 1; seed <= 150; ++seed) {
         CAPTURE(seed);
         std::mt19937_64 rng(seed);
-        io::CheckpointWriter w;
+        checkpoint::Writer w;
         struct Want {
             Dtype dtype;
             std::vector<std::int64_t> shape;
@@ -704,7 +704,7 @@ TEST_CASE("whatever a checkpoint writer saves, open reads back: random names, pr
         const std::string key = random_name(rng, {});
         const std::string value = random_name(rng, {});
         w.metadata()[key] = value;
-        io::CheckpointSaveOptions options;
+        checkpoint::SaveOptions options;
         bool valid = true;
         options.prefix = random_prefix(rng, valid);
         const std::uint64_t limits[] = {0, 1, 16, 100, 1000, 5'000'000'000};
@@ -721,8 +721,8 @@ TEST_CASE("whatever a checkpoint writer saves, open reads back: random names, pr
             CHECK_FALSE(fs::exists(folder));
             continue;
         }
-        const io::SavedCheckpoint saved = w.save(folder, options);
-        const auto c = io::Checkpoint::open(saved.index);
+        const checkpoint::SaveReport saved = w.save(folder, options);
+        const auto c = checkpoint::Checkpoint::open(saved.index);
         REQUIRE(c.tensors().size() == want.size());
         CHECK(c.shards().size() == saved.shards.size());
         for (const auto& shard : c.shards()) {
@@ -736,7 +736,7 @@ TEST_CASE("whatever a checkpoint writer saves, open reads back: random names, pr
             std::vector<std::byte> got(expected.bytes.size());
             c.read_bytes(*t, 0, got.data(), got.size());
             CHECK(got == expected.bytes);
-            if (io::Checkpoint::is_diff(name)) {
+            if (checkpoint::Checkpoint::is_diff(name)) {
                 CHECK(t->shard == c.at(name.substr(0, name.size() - io::diff_suffix.size())).shard);
             }
         }

@@ -18,13 +18,13 @@
 #include <string_view>
 #include <vector>
 
-#include "format_error.hpp"
+#include "../detail/format_error.hpp"
 #include "json_input.hpp"
 #include "json_lexer.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace io::detail::json_stream {
+namespace io::parse {
 
 /// Reads one JSON value (and only whitespace after it) from `Input`, reporting it to `Handler`.
 /// `where` prefixes byte offsets in messages ("byte", "header byte") and `base` is added to them.
@@ -187,6 +187,6 @@ void read_json(Input& in, Handler& handler, const JsonLimits& limits, std::strin
     JsonReader<Input, Handler>(in, handler, limits, source, where, base).read();
 }
 
-}  // namespace io::detail::json_stream
+}  // namespace io::parse
 
 SYNCBLOB_END_NAMESPACE

@@ -15,11 +15,11 @@
 #include <string_view>
 #include <type_traits>
 
-#include "format_error.hpp"
+#include "../detail/format_error.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace io::detail::protobuf {
+namespace io::parse::protobuf {
 
 /// The wire types of the protobuf encoding (3 and 4 are the deprecated groups).
 enum class WireType : std::uint8_t {
@@ -358,6 +358,6 @@ struct StringSink {
     void write(const void* data, std::size_t n) { out.append(static_cast<const char*>(data), n); }
 };
 
-}  // namespace io::detail::protobuf
+}  // namespace io::parse::protobuf
 
 SYNCBLOB_END_NAMESPACE

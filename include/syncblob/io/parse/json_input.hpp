@@ -13,11 +13,11 @@
 #include <memory>
 #include <string_view>
 
-#include "posix_file.hpp"
+#include "../detail/posix_file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace io::detail::json_stream {
+namespace io::parse {
 
 /// JSON text held in memory.
 class TextInput {
@@ -47,7 +47,7 @@ class FileInput {
 public:
     static constexpr std::size_t default_chunk = std::size_t{64} << 10;
 
-    FileInput(const InputFile& file, std::uint64_t begin, std::uint64_t end, std::size_t chunk = default_chunk)
+    FileInput(const detail::InputFile& file, std::uint64_t begin, std::uint64_t end, std::size_t chunk = default_chunk)
         : file_(file),
           begin_(begin),
           next_(begin),
@@ -89,7 +89,7 @@ private:
         return last_ != p_;
     }
 
-    const InputFile& file_;
+    const detail::InputFile& file_;
     std::uint64_t begin_;
     std::uint64_t next_;  // the file offset of the byte after the buffered ones
     std::uint64_t end_;
@@ -99,6 +99,6 @@ private:
     char* last_;
 };
 
-}  // namespace io::detail::json_stream
+}  // namespace io::parse
 
 SYNCBLOB_END_NAMESPACE

@@ -17,14 +17,14 @@
 #include <utility>
 #include <vector>
 
-#include "format_error.hpp"
-#include "json_input.hpp"
-#include "json_reader.hpp"
-#include "safetensors_format.hpp"
+#include "../../io/file.hpp"
+#include "../../io/parse/json_input.hpp"
+#include "../../io/parse/json_quote.hpp"
+#include "../../io/parse/json_reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
-namespace io::detail {
+namespace checkpoint::detail {
 
 /// One entry of `weight_map`.
 struct WeightMapEntry {
@@ -56,7 +56,7 @@ public:
         }
     }
 
-    void scalar(const json_stream::Scalar& s) {
+    void scalar(const io::parse::Scalar& s) {
         if (depth_ == 0) {
             fail("index", std::string("expected a JSON object, found ") + s.type_name());
         }
@@ -68,14 +68,14 @@ public:
             return;
         }
         if (section_ == Section::weight_map) {
-            if (s.kind != json_stream::ScalarKind::string) {
+            if (s.kind != io::parse::ScalarKind::string) {
                 fail("weight_map: tensor \"" + field_ + "\"",
                      "expected the file name of a shard, found " + s.describe());
             }
             check_shard_name(s.text);
             out_.weight_map.push_back({field_, std::string(s.text)});
         } else if (section_ == Section::metadata && field_ == "total_size") {
-            if (s.kind != json_stream::ScalarKind::unsigned_integer) {
+            if (s.kind != io::parse::ScalarKind::unsigned_integer) {
                 fail("metadata: total_size", "expected a non-negative integer, found " + s.describe());
             }
             out_.total_size = s.unsigned_integer;
@@ -154,8 +154,8 @@ private:
 [[nodiscard]] inline CheckpointIndex parse_checkpoint_index(std::string_view text, std::string_view source) {
     CheckpointIndex index;
     CheckpointIndexHandler handler(source, index);
-    json_stream::TextInput in(text);
-    json_stream::read_json(in, handler, json_stream::JsonLimits{}, source);
+    io::parse::TextInput in(text);
+    io::parse::read_json(in, handler, io::parse::JsonLimits{}, source);
     handler.finish();
     return index;
 }
@@ -167,8 +167,8 @@ private:
     out.append(std::to_string(total_size)).append("\n  },\n  \"weight_map\": {");
     bool first = true;
     for (const auto& e : sorted) {
-        out.append(first ? "\n    " : ",\n    ").append(json_quote(e.tensor, "tensor name"));
-        out.append(": ").append(json_quote(e.shard, "shard name"));
+        out.append(first ? "\n    " : ",\n    ").append(io::parse::json_quote(e.tensor, "tensor name"));
+        out.append(": ").append(io::parse::json_quote(e.shard, "shard name"));
         first = false;
     }
     out.append(first ? "}\n}\n" : "\n  }\n}\n");
@@ -219,6 +219,6 @@ struct ShardNumber {
     return out;
 }
 
-}  // namespace io::detail
+}  // namespace checkpoint::detail
 
 SYNCBLOB_END_NAMESPACE
