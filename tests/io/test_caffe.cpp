@@ -274,6 +274,27 @@ TEMPLATE_TEST_CASE("binaryproto files round-trip every rank, with and without di
     CHECK(values(loaded[1]) == std::vector<TestType>{4, 4});
 }
 
+TEST_CASE("load_binaryproto<T>(path) gives a new blob, as load_npy<T>(path) does", "[io][caffe]") {
+    test::TempDir dir;
+    const auto file = dir.path() / "mean.binaryproto";
+    Blob<float> b{2, 3};
+    float next = 0.25f;
+    for (float& v : b.mutable_host_data()) {
+        v = next++;
+    }
+    io::save_binaryproto(file, b);
+    const Blob<float> back = io::load_binaryproto<float>(file);
+    CHECK(back.shape() == Shape{2, 3});
+    CHECK(back.host_data()[5] == 5.25f);
+    CHECK_THROWS_AS(io::load_binaryproto<double>(file), FormatError);  // float values: convert is not asked
+    io::LoadOptions convert;
+    convert.convert = true;
+    CHECK(io::load_binaryproto<double>(file, convert).host_data()[1] == 1.25);
+    io::LoadOptions small;
+    small.max_bytes = 8;
+    CHECK_THROWS_AS(io::load_binaryproto<float>(file, small), FormatError);
+}
+
 TEST_CASE("a strict load refuses another shape and leaves the blob unchanged", "[io][caffe]") {
     const std::string bytes = slurp(proto_dir / "mean.pb");
     Blob<float> b{2, 6};

@@ -219,6 +219,25 @@ TEST_CASE("JSON files save atomically and load with a limit", "[io][json]") {
     CHECK_FALSE(std::filesystem::exists(dir.path() / "none.json"));
 }
 
+TEST_CASE("load_json<T>(path) gives a new blob, as load_npy<T>(path) does", "[io][json]") {
+    test::TempDir dir;
+    const auto file = dir.path() / "blob.json";
+    Blob<float> b{3, 2};
+    float next = -1.5f;
+    for (float& v : b.mutable_host_data()) {
+        v = next++;
+    }
+    io::save_json(file, b);
+    const Blob<float> back = io::load_json<float>(file);
+    CHECK(back.shape() == Shape{3, 2});
+    CHECK(back.host_data()[5] == 3.5f);
+    io::LoadOptions convert;
+    convert.convert = true;
+    const auto wide = io::load_json<double>(file, convert);
+    CHECK(wide.host_data()[0] == -1.5);
+    CHECK_THROWS_AS(io::load_json<double>(file), FormatError);  // another dtype, not asked to convert
+}
+
 TEST_CASE("every malformed document is a FormatError naming the field and what was expected", "[io][json]") {
     struct Case {
         const char* text;

@@ -212,6 +212,14 @@ void load_binaryproto(const std::filesystem::path& file, Blob<T, A>& blob, const
     parse_blob_proto(bytes, blob, options, file.string());
 }
 
+/// A new blob holding a `.binaryproto` file's blob, as `load_npy<T>(path)` gives one.
+template <Element T = float, SyncedAllocator A = HostOnly>
+[[nodiscard]] Blob<T, A> load_binaryproto(const std::filesystem::path& file, const LoadOptions& options = {}) {
+    Blob<T, A> blob;
+    load_binaryproto(file, blob, options);
+    return blob;
+}
+
 /// Saves `blob` as a `.binaryproto` file, atomically (see `save_atomic`).
 template <Element T, SyncedAllocator A>
 void save_binaryproto(const std::filesystem::path& file, const Blob<T, A>& blob, bool write_diff = false,

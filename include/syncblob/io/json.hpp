@@ -173,6 +173,14 @@ void load_json(const std::filesystem::path& file, Blob<T, A>& blob, const LoadOp
         blob, options, source);
 }
 
+/// A new blob holding a JSON file's blob (see `load_json` above), as `load_npy<T>(path)` gives one.
+template <Element T, SyncedAllocator A = HostOnly>
+[[nodiscard]] Blob<T, A> load_json(const std::filesystem::path& file, const LoadOptions& options = {}) {
+    Blob<T, A> blob;
+    load_json(file, blob, options);
+    return blob;
+}
+
 /// Saves `blob` as a JSON file, atomically (see `save_atomic`). `indent` < 0 writes one line.
 template <Element T, SyncedAllocator A>
 void save_json(const std::filesystem::path& file, const Blob<T, A>& blob, WriteDiff diff = WriteDiff::if_set,
