@@ -52,8 +52,23 @@ class SyncblobConan(ConanFile):
             if requirement and self.options.get_safe(f"with_{component}"):
                 self.requires(requirement)
 
+    # The compilers syncblob's CI builds with, warning-free: older ones lack parts of C++20 it uses.
+    _compilers_minimum_version = {"gcc": 12, "clang": 14}
+
     def validate(self):
-        check_min_cppstd(self, 20)
+        # A header-only library compiles with its consumer's standard: the profile's must be C++20.
+        # `conan profile detect` writes gcc 12's default, gnu17; say how to ask for C++20.
+        try:
+            check_min_cppstd(self, 20)
+        except ConanInvalidConfiguration as e:
+            raise ConanInvalidConfiguration(
+                f"syncblob needs C++20: {e}. Set compiler.cppstd=20 (or gnu20) in the profile, or pass "
+                "-s compiler.cppstd=20") from e
+        compiler = str(self.settings.compiler)
+        minimum = self._compilers_minimum_version.get(compiler)
+        version = str(self.settings.get_safe("compiler.version") or "")
+        if minimum and version and int(version.split(".")[0]) < minimum:
+            raise ConanInvalidConfiguration(f"syncblob needs {compiler} {minimum} or newer (C++20), not {version}")
         if self.options.with_nccl and not self.options.with_cuda:
             raise ConanInvalidConfiguration("syncblob: with_nccl needs with_cuda (NCCL runs on CUDA devices)")
 

@@ -6,7 +6,8 @@ machines: a stand-in for the few `conan` modules the recipe imports records what
     conan_recipe.py options <source>     one JSON line per combination of the recipe's options: whether
                                          validate() accepts it, the CMake cache variables generate() sets,
                                          the requirements, and package_info()'s components
-    conan_recipe.py checks <source>      validate() refuses C++17; package() installs through CMake,
+    conan_recipe.py checks <source>      validate() refuses C++17 (gnu17 saying what to set) and gcc 10,
+                                         accepts C++20, gnu20, 23; package() installs through CMake,
                                          copies the licence and removes share/
 """
 import fnmatch
@@ -176,8 +177,9 @@ def _recipe_class(source):
     return classes[0]
 
 
-def _settings(cppstd="20"):
-    return {"os": "Linux", "arch": "x86_64", "compiler": "gcc", "compiler.cppstd": cppstd, "build_type": "Release"}
+def _settings(cppstd="20", version="12"):
+    return {"os": "Linux", "arch": "x86_64", "compiler": "gcc", "compiler.version": version, "compiler.cppstd": cppstd,
+            "build_type": "Release"}
 
 
 def exports(source):
@@ -243,6 +245,21 @@ def checks(source):
         raise SystemExit("validate() accepted compiler.cppstd=17")
     except ConanInvalidConfiguration as e:
         print(f"validate() refuses C++17: {e}")
+    # gcc 12's default profile (conan profile detect) says gnu17: refused, with the setting that fixes it.
+    try:
+        recipe(defaults, _settings("gnu17")).validate()
+        raise SystemExit("validate() accepted compiler.cppstd=gnu17")
+    except ConanInvalidConfiguration as e:
+        if "compiler.cppstd=20" not in str(e):
+            raise SystemExit(f"validate() refuses gnu17 without saying how to ask for C++20: {e}")
+        print(f"validate() refuses gnu17, saying what to set: {e}")
+    for accepted in ("20", "gnu20", "23"):
+        recipe(defaults, _settings(accepted)).validate()
+    try:
+        recipe(defaults, _settings("20", version="10")).validate()
+        raise SystemExit("validate() accepted gcc 10")
+    except ConanInvalidConfiguration as e:
+        print(f"validate() refuses gcc 10: {e}")
     conanfile = recipe(defaults, _settings("20"))
     _Recorder.calls.clear()
     conanfile.package()
