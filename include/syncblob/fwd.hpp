@@ -2,14 +2,7 @@
 #pragma once
 
 /// \file
-/// Declarations of syncblob's class templates with their default arguments, declared here once.
+/// Declarations of syncblob's class templates with their default arguments (`blob/fwd.hpp`), for
+/// code that names `Blob` without needing its definition.
 
-#include "core/element.hpp"
-#include "memory/fwd.hpp"
-
-SYNCBLOB_BEGIN_NAMESPACE
-
-template <Element T, SyncedAllocator Allocator = HostOnly>
-class Blob;
-
-SYNCBLOB_END_NAMESPACE
+#include "blob/fwd.hpp"

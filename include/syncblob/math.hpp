@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <string>
 
-#include "blob.hpp"
+#include "blob/blob.hpp"
 #include "core/element.hpp"
 #include "core/error.hpp"
 #include "math/detail/dispatch.hpp"

@@ -21,5 +21,5 @@
 #include "memory/transfer_stats.hpp"
 #include "sim/device.hpp"
 #if __has_include("blob.hpp")
-#include "blob.hpp"
+#include "blob/blob.hpp"
 #endif

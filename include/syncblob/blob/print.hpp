@@ -12,8 +12,8 @@
 
 #include "../core/convert.hpp"
 #include "../core/element.hpp"
-#include "../fwd.hpp"
 #include "../memory/head.hpp"
+#include "fwd.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../arena.hpp"
+#include "../arena/parameter_arena.hpp"
 #include "../core/error.hpp"
 #include "../core/thread_pool.hpp"
 #include "../io/name_index.hpp"

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "../arena.hpp"
+#include "../arena/parameter_arena.hpp"
 #include "../core/error.hpp"
 #include "../core/sync_audit.hpp"
 #include "detail/mpi_agree.hpp"

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "../arena.hpp"
+#include "../arena/parameter_arena.hpp"
 #include "../core/error.hpp"
 #include "../core/sync_audit.hpp"
 #include "detail/bucket_plan.hpp"

@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "../arena.hpp"
+#include "../arena/parameter_arena.hpp"
 #include "../core/error.hpp"
 #include "../core/half.hpp"
 #include "../core/sync_audit.hpp"

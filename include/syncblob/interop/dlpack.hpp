@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "../blob.hpp"
+#include "../blob/blob.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../core/sync_audit.hpp"

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../blob.hpp"
+#include "../blob/blob.hpp"
 #include "detail/caffe_proto.hpp"
 #include "file.hpp"
 

@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../blob.hpp"
+#include "../blob/blob.hpp"
 #include "detail/json_document.hpp"
 #include "detail/json_dom.hpp"
 #include "detail/posix_file.hpp"

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../blob.hpp"
+#include "../blob/blob.hpp"
 #include "../core/element.hpp"
 #include "../core/error.hpp"
 #include "detail/byte_source.hpp"

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "../blob.hpp"
+#include "../blob/blob.hpp"
 #include "detail/byte_source.hpp"
 #include "detail/mapped_file.hpp"
 #include "detail/safetensors_format.hpp"

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "../blob.hpp"
+#include "../blob/blob.hpp"
 #include "detail/held_bytes.hpp"
 #include "detail/safetensors_format.hpp"
 #include "detail/safetensors_header.hpp"

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "../../arena.hpp"
+#include "../../arena/parameter_arena.hpp"
 #include "../../core/element.hpp"
 #include "../../core/error.hpp"
 

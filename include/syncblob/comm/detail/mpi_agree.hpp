@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../arena.hpp"
+#include "../../arena/parameter_arena.hpp"
 #include "../mpi_options.hpp"
 #include "agreement.hpp"
 #include "mpi_call.hpp"

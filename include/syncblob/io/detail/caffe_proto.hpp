@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "../../blob.hpp"
+#include "../../blob/blob.hpp"
 #include "../convert.hpp"
 #include "../file.hpp"
 #include "../parse/protobuf.hpp"

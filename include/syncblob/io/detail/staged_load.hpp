@@ -11,7 +11,7 @@
 
 #include <span>
 
-#include "../../blob.hpp"
+#include "../../blob/blob.hpp"
 #include "../../core/error.hpp"
 #include "../../core/shape.hpp"
 
