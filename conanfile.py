@@ -30,7 +30,7 @@ _REQUIRED_TARGETS = {"eigen": "eigen::eigen3", "json": "nlohmann_json::nlohmann_
 
 class SyncblobConan(ConanFile):
     name = "syncblob"
-    version = "0.1.0"
+    version = "0.2.0"
     license = "BSD-2-Clause"
     description = "Header-only C++20 tensor storage mirrored between host and GPU memory"
     topics = ("tensor", "cuda", "caffe", "header-only")

@@ -12,7 +12,7 @@
 /// not settings. Macros a header uses internally are undefined at its end.
 
 #define SYNCBLOB_VERSION_MAJOR 0
-#define SYNCBLOB_VERSION_MINOR 1
+#define SYNCBLOB_VERSION_MINOR 2
 #define SYNCBLOB_VERSION_PATCH 0
 
 /// Everything lives in `syncblob::v0`: two versions in one program fail to link
