@@ -13,4 +13,5 @@
 #include "checkpoint/device_convert.hpp"
 #include "checkpoint/options.hpp"
 #include "checkpoint/reader.hpp"
+#include "checkpoint/sim.hpp"
 #include "checkpoint/writer.hpp"

@@ -25,6 +25,7 @@
 #include "plan.hpp"
 #include "read_chunk.hpp"
 #include "reader.hpp"
+#include "sim.hpp"  // the simulated device's conversion, so a load into a simulated arena needs nothing more
 
 SYNCBLOB_BEGIN_NAMESPACE
 

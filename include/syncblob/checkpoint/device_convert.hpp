@@ -3,8 +3,9 @@
 
 /// \file
 /// Element conversion on the device during a checkpoint load: the customisation point
-/// `DeviceConvert<Backend>` (specialised once per device backend, as `DeviceKernels` is for math),
-/// SimulatedDevice's specialisation, and which conversions may run there at all. A load converts
+/// `DeviceConvert<Backend>` (specialised once per device backend, as `DeviceKernels` is for math:
+/// SimulatedDevice's in `checkpoint/sim.hpp`, cuda::Device's in `checkpoint/cuda.cuh`), and which
+/// conversions may run there at all. A load converts
 /// on the device only what can never be refused (`always_exact`: BF16 or F16 into float, F32 into
 /// double, an integer into a wider one…), so the device gives exactly what the one element
 /// conversion of the host gives; a conversion that can refuse a value (F64 into F32, I64 into I32)
@@ -20,8 +21,6 @@
 #include "../core/element.hpp"
 #include "../io/convert.hpp"
 #include "../memory/device_backend.hpp"
-#include "../sim/async_device.hpp"
-#include "../sim/device.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
 
@@ -80,27 +79,8 @@ struct DeviceConvert {
     static_assert(detail::always_false<Backend>,
                   "syncblob: no device conversion for this backend. For cuda::Device, #include "
                   "<syncblob/checkpoint/cuda.cuh> from a .cu file (target syncblob::cuda); SimulatedDevice's "
-                  "comes with <syncblob/checkpoint.hpp>.");
+                  "(<syncblob/checkpoint/sim.hpp>) comes with the loader.");
 };
-
-/// SimulatedDevice's conversion: a kernel queued on the stream, reading the raw bytes and writing
-/// the elements, that runs the host's element conversion when the stream reaches it.
-template <>
-struct DeviceConvert<SimulatedDevice> {
-    template <Element T>
-    static void convert(T* dst, Dtype from, const void* src, std::size_t n, SimulatedDevice::stream_type stream) {
-        SimulatedDevice::launch(
-            stream, "convert " + std::string(dtype_name(from)) + " to " + std::string(element_name<T>()),
-            {SimulatedDevice::Range{src, n * dtype_size(from)}}, {SimulatedDevice::Range{dst, n * sizeof(T)}},
-            [dst, from, src, n] {
-                (void)io::detail::convert_elements(from, src, n, dst, io::detail::ConvertRule::saturate);
-            });
-    }
-};
-
-/// `SimulatedAsyncDevice` runs the same kernels (it differs only in how it allocates).
-template <>
-struct DeviceConvert<SimulatedAsyncDevice> : DeviceConvert<SimulatedDevice> {};
 
 }  // namespace checkpoint
 

@@ -138,7 +138,7 @@ struct SaveOptions {
     /// a file name (no '/', no NUL, valid UTF-8, not "." or "..", short enough for the names it
     /// makes), or `save` throws OptionError before writing anything.
     std::string prefix = "model";
-    /// `fsync` each file before its rename and the folder after it (see `SaveOptions::fsync`): then
+    /// `fsync` each file before its rename and the folder after it (see `io::SaveOptions::fsync`): then
     /// the shards are on disk before the index names them, even across a power loss.
     bool fsync = false;
     /// Called as the save goes on with (bytes written so far, bytes of all files): after each
