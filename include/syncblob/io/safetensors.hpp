@@ -34,7 +34,6 @@
 #include "detail/staged_load.hpp"
 #include "file.hpp"
 #include "name_index.hpp"
-#include "parse/json_input.hpp"
 #include "safetensors_writer.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -192,28 +191,10 @@ private:
         return memory_ ? fn(*memory_) : fn(*file_);
     }
 
-    void read_header() {
-        with_source([&](const auto& src) {
-            unsigned char prefix[8] = {};
-            const std::uint64_t size = src.size();
-            src.read_at(0, prefix, static_cast<std::size_t>(size < 8 ? size : 8), "header length");
-            const std::uint64_t n = detail::safetensors_header_length(prefix, size, options_.max_bytes, src.name());
-            header_ = parse_header(src, n, size - 8 - n);
-            return 0;
-        });
-    }
-
     // The header streams from the file in small chunks (or is read where it lies in memory).
-    [[nodiscard]] detail::SafetensorsHeader parse_header(const detail::MemorySource& src, std::uint64_t n,
-                                                         std::uint64_t data) const {
-        parse::TextInput in(
-            std::string_view(reinterpret_cast<const char*>(src.bytes().data()) + 8, static_cast<std::size_t>(n)));
-        return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
-    }
-    [[nodiscard]] detail::SafetensorsHeader parse_header(const detail::FileSource& src, std::uint64_t n,
-                                                         std::uint64_t data) const {
-        parse::FileInput in(src.file(), 8, 8 + n);
-        return detail::read_safetensors_header(in, n, data, options_.max_bytes, src.name());
+    void read_header() {
+        header_ =
+            with_source([&](const auto& src) { return detail::read_safetensors_header(src, options_.max_bytes); });
     }
 
     [[nodiscard]] static bool is_diff(std::string_view name) noexcept { return name.ends_with(diff_suffix); }

@@ -347,6 +347,34 @@ template <class Input>
     return header;
 }
 
+/// Reads and validates the header of the safetensors bytes `src` holds: the 8-byte length, then the
+/// JSON after it, streamed from a file in small chunks or read where it lies in memory. `max_bytes`
+/// bounds what the header may take. \throws FormatError for a malformed header; IOError.
+[[nodiscard]] inline SafetensorsHeader read_safetensors_header(const MemorySource& src, std::uint64_t max_bytes);
+[[nodiscard]] inline SafetensorsHeader read_safetensors_header(const FileSource& src, std::uint64_t max_bytes);
+
+// The header's length from the first 8 bytes of `src` (checked against its size and `max_bytes`).
+template <class Source>
+[[nodiscard]] std::uint64_t header_length_of(const Source& src, std::uint64_t max_bytes) {
+    unsigned char prefix[8] = {};
+    const std::uint64_t size = src.size();
+    src.read_at(0, prefix, static_cast<std::size_t>(size < 8 ? size : 8), "header length");
+    return safetensors_header_length(prefix, size, max_bytes, src.name());
+}
+
+inline SafetensorsHeader read_safetensors_header(const MemorySource& src, std::uint64_t max_bytes) {
+    const std::uint64_t n = header_length_of(src, max_bytes);
+    parse::TextInput in(
+        std::string_view(reinterpret_cast<const char*>(src.bytes().data()) + 8, static_cast<std::size_t>(n)));
+    return read_safetensors_header(in, n, src.size() - 8 - n, max_bytes, src.name());
+}
+
+inline SafetensorsHeader read_safetensors_header(const FileSource& src, std::uint64_t max_bytes) {
+    const std::uint64_t n = header_length_of(src, max_bytes);
+    parse::FileInput in(src.file(), 8, 8 + n);
+    return read_safetensors_header(in, n, src.size() - 8 - n, max_bytes, src.name());
+}
+
 /// A safetensors file opened for positioned reads, its header read and validated (every rule of
 /// the single-file reader), kept open so that the bytes read later come from the file whose header
 /// was checked: a checkpoint's shard.
@@ -358,16 +386,9 @@ struct OpenSafetensors {
 /// Opens `path` and reads its header (`max_bytes` bounds what the header may take).
 /// \throws IOError when it cannot be opened; FormatError for a malformed header.
 [[nodiscard]] inline OpenSafetensors open_safetensors(const std::filesystem::path& path, std::uint64_t max_bytes) {
-    OpenSafetensors opened;
     auto file = std::make_shared<const FileSource>(path);
-    unsigned char prefix[8] = {};
-    const std::uint64_t size = file->size();
-    file->read_at(0, prefix, static_cast<std::size_t>(size < 8 ? size : 8), "header length");
-    const std::uint64_t n = safetensors_header_length(prefix, size, max_bytes, file->name());
-    parse::FileInput in(file->file(), 8, 8 + n);
-    opened.header = read_safetensors_header(in, n, size - 8 - n, max_bytes, file->name());
-    opened.file = std::move(file);
-    return opened;
+    SafetensorsHeader header = read_safetensors_header(*file, max_bytes);
+    return {std::move(file), std::move(header)};
 }
 
 }  // namespace io::detail
