@@ -90,11 +90,20 @@ inline std::atomic<std::uint64_t> deleter_exception_count{0};
     return detail::deleter_exception_count.load(std::memory_order_relaxed);
 }
 
+// A deleter may have been set through another declaration of the ABI (dlpack.h's, a framework's,
+// or syncblob's for a tensor it exported): calling it is right by the C ABI that DLPack specifies,
+// which clang's -fsanitize=function (C++ type identity of the pointer) cannot see.
+#if defined(__clang__)
+#define SYNCBLOB_DLPACK_C_CALL __attribute__((no_sanitize("function")))
+#else
+#define SYNCBLOB_DLPACK_C_CALL
+#endif
+
 /// Calls a managed tensor's deleter (when it has one): the deleter of `UniqueTensor`. An
 /// exception the deleter throws is caught and counted (see `deleter_exceptions`).
 template <class Managed>
 struct CallDeleter {
-    void operator()(Managed* tensor) const noexcept {
+    SYNCBLOB_DLPACK_C_CALL void operator()(Managed* tensor) const noexcept {
         if (tensor != nullptr && tensor->deleter != nullptr) {
             try {
                 tensor->deleter(tensor);

@@ -64,8 +64,9 @@ public:
 
     [[nodiscard]] std::size_t size() const noexcept { return host_.size(); }
     [[nodiscard]] std::byte* host(std::size_t i) const noexcept { return static_cast<std::byte*>(host_[i].data); }
+    /// Device block `i`; null when this staging has no device slots (no offset is applied to null).
     [[nodiscard]] std::byte* device(std::size_t i) const noexcept {
-        return static_cast<std::byte*>(device_) + i * bytes_;
+        return device_ == nullptr ? nullptr : static_cast<std::byte*>(device_) + i * bytes_;
     }
     /// The chunk whose copy last read block `i` (`none` before the first).
     [[nodiscard]] std::size_t& last_chunk(std::size_t i) noexcept { return last_[i]; }
