@@ -39,6 +39,8 @@
 #include <syncblob/memory/no_device.hpp>
 #include <syncblob/memory/pinned_pool.hpp>
 
+#include "run_main.hpp"
+
 using namespace syncblob;
 
 namespace {
@@ -365,12 +367,5 @@ private:
 }  // namespace
 
 int main(int argc, char** argv) {
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-        return 1;
-    }
-    SummaryReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    return 0;
+    return syncblob_bench::run_main<SummaryReporter>(argc, argv, "bench_alloc");
 }

@@ -30,6 +30,7 @@
 #include <syncblob/io/safetensors.hpp>
 
 #include "checkpoint_bench_files.hpp"
+#include "run_main.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
@@ -52,13 +53,7 @@ Size size() {
 }
 
 fs::path bench_dir() {
-    static const fs::path dir = [] {
-        const char* env = std::getenv("SYNCBLOB_BENCH_DIR");
-        fs::path d = (env != nullptr ? fs::path(env) : fs::temp_directory_path()) /
-                     ("syncblob-bench-checkpoint-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
+    static const fs::path dir = syncblob_bench::make_scratch_dir("checkpoint");
     return dir;
 }
 
@@ -226,20 +221,5 @@ private:
 };
 
 int main(int argc, char** argv) {
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-        return 1;
-    }
-    int status = 0;
-    try {
-        SummaryReporter reporter;
-        benchmark::RunSpecifiedBenchmarks(&reporter);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
-        status = 1;
-    }
-    benchmark::Shutdown();
-    std::error_code ec;
-    fs::remove_all(bench_dir(), ec);
-    return status;
+    return syncblob_bench::run_main<SummaryReporter>(argc, argv, "bench_checkpoint", bench_dir());
 }

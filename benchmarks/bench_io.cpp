@@ -32,6 +32,8 @@
 #include <syncblob/io/npy.hpp>
 #include <syncblob/io/safetensors.hpp>
 
+#include "run_main.hpp"
+
 namespace fs = std::filesystem;
 using namespace syncblob;
 
@@ -40,13 +42,7 @@ namespace {
 constexpr std::int64_t big_bytes = std::int64_t{256} << 20;
 
 fs::path bench_dir() {
-    static const fs::path dir = [] {
-        const char* env = std::getenv("SYNCBLOB_BENCH_DIR");
-        fs::path d = (env != nullptr ? fs::path(env) : fs::temp_directory_path()) /
-                     ("syncblob-bench-io-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
+    static const fs::path dir = syncblob_bench::make_scratch_dir("io");
     return dir;
 }
 
@@ -414,14 +410,5 @@ private:
 };
 
 int main(int argc, char** argv) {
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-        return 1;
-    }
-    SummaryReporter reporter;
-    benchmark::RunSpecifiedBenchmarks(&reporter);
-    benchmark::Shutdown();
-    std::error_code ec;
-    fs::remove_all(bench_dir(), ec);
-    return 0;
+    return syncblob_bench::run_main<SummaryReporter>(argc, argv, "bench_io", bench_dir());
 }

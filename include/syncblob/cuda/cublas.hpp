@@ -8,9 +8,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,98 +94,94 @@ public:
 private:
     cublasHandle_t h_;
 };
+
+/// `f` for float, `d` for double: of cuBLAS's two entry points, the one that takes T.
+template <class T, class F, class D>
+[[nodiscard]] constexpr auto entry(F f, D d) noexcept {
+    if constexpr (std::same_as<T, float>) {
+        return f;
+    } else {
+        return d;
+    }
+}
+
+/// What a failed call says it was: "cuda::blas::dot<float> (device result)".
+template <class T>
+[[nodiscard]] std::string blas_what(std::string_view op, std::string_view more = {}) {
+    std::string s = "cuda::blas::" + std::string(op) + (std::same_as<T, float> ? "<float>" : "<double>");
+    return more.empty() ? s : s + " (" + std::string(more) + ")";
+}
 }  // namespace detail
+
+/// The element types of cuBLAS's BLAS-1 calls here: float and double (other types have no overload,
+/// which the device math layer detects).
+template <class T>
+concept CublasReal = std::same_as<T, float> || std::same_as<T, double>;
 
 /// float and double BLAS-1 on device pointers, on `stream`. Reductions wait for their result.
 namespace blas {
 
 /// Σ|x[i]|.
-[[nodiscard]] inline float asum(const float* x, std::int64_t n, cudaStream_t stream) {
-    float r = 0;
+template <CublasReal T>
+[[nodiscard]] T asum(const T* x, std::int64_t n, cudaStream_t stream) {
+    T r = 0;
     if (n > 0) {
         audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
-        SYNCBLOB_CUDA_CHECK(cublasSasum_64(cuda::detail::cublas_on_stream(stream), n, x, 1, &r), "cuda::blas::asum");
-    }
-    return r;
-}
-[[nodiscard]] inline double asum(const double* x, std::int64_t n, cudaStream_t stream) {
-    double r = 0;
-    if (n > 0) {
-        audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
-        SYNCBLOB_CUDA_CHECK(cublasDasum_64(cuda::detail::cublas_on_stream(stream), n, x, 1, &r), "cuda::blas::asum");
+        SYNCBLOB_CUDA_CHECK(
+            cuda::detail::entry<T>(cublasSasum_64, cublasDasum_64)(cuda::detail::cublas_on_stream(stream), n, x, 1, &r),
+            cuda::detail::blas_what<T>("asum"));
     }
     return r;
 }
 
 /// Σx[i]·y[i].
-[[nodiscard]] inline float dot(const float* x, const float* y, std::int64_t n, cudaStream_t stream) {
-    float r = 0;
+template <CublasReal T>
+[[nodiscard]] T dot(const T* x, const T* y, std::int64_t n, cudaStream_t stream) {
+    T r = 0;
     if (n > 0) {
         audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
-        SYNCBLOB_CUDA_CHECK(cublasSdot_64(cuda::detail::cublas_on_stream(stream), n, x, 1, y, 1, &r),
-                            "cuda::blas::dot");
-    }
-    return r;
-}
-[[nodiscard]] inline double dot(const double* x, const double* y, std::int64_t n, cudaStream_t stream) {
-    double r = 0;
-    if (n > 0) {
-        audit::note(audit::Wait::host_result);  // a host result pointer: cuBLAS waits
-        SYNCBLOB_CUDA_CHECK(cublasDdot_64(cuda::detail::cublas_on_stream(stream), n, x, 1, y, 1, &r),
-                            "cuda::blas::dot");
+        SYNCBLOB_CUDA_CHECK(cuda::detail::entry<T>(cublasSdot_64, cublasDdot_64)(cuda::detail::cublas_on_stream(stream),
+                                                                                 n, x, 1, y, 1, &r),
+                            cuda::detail::blas_what<T>("dot"));
     }
     return r;
 }
 
 /// y += alpha·x.
-inline void axpy(float alpha, const float* x, float* y, std::int64_t n, cudaStream_t stream) {
+template <CublasReal T>
+void axpy(std::type_identity_t<T> alpha, const T* x, T* y, std::int64_t n, cudaStream_t stream) {
     if (n > 0) {
-        SYNCBLOB_CUDA_CHECK(cublasSaxpy_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1, y, 1),
-                            "cuda::blas::axpy");
-    }
-}
-inline void axpy(double alpha, const double* x, double* y, std::int64_t n, cudaStream_t stream) {
-    if (n > 0) {
-        SYNCBLOB_CUDA_CHECK(cublasDaxpy_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1, y, 1),
-                            "cuda::blas::axpy");
+        SYNCBLOB_CUDA_CHECK(cuda::detail::entry<T>(cublasSaxpy_64, cublasDaxpy_64)(
+                                cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1, y, 1),
+                            cuda::detail::blas_what<T>("axpy"));
     }
 }
 
 /// x *= alpha.
-inline void scal(float alpha, float* x, std::int64_t n, cudaStream_t stream) {
+template <CublasReal T>
+void scal(std::type_identity_t<T> alpha, T* x, std::int64_t n, cudaStream_t stream) {
     if (n > 0) {
-        SYNCBLOB_CUDA_CHECK(cublasSscal_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1),
-                            "cuda::blas::scal");
-    }
-}
-inline void scal(double alpha, double* x, std::int64_t n, cudaStream_t stream) {
-    if (n > 0) {
-        SYNCBLOB_CUDA_CHECK(cublasDscal_64(cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1),
-                            "cuda::blas::scal");
+        SYNCBLOB_CUDA_CHECK(cuda::detail::entry<T>(cublasSscal_64, cublasDscal_64)(
+                                cuda::detail::cublas_on_stream(stream), n, &alpha, x, 1),
+                            cuda::detail::blas_what<T>("scal"));
     }
 }
 
 /// The reductions with their result left in device memory (`result`, on the device): queued on
 /// `stream` in cuBLAS's device pointer mode; the host does not wait.
-inline void asum_into(const float* x, std::int64_t n, cudaStream_t stream, float* result) {
+template <CublasReal T>
+void asum_into(const T* x, std::int64_t n, cudaStream_t stream, T* result) {
     cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
     const cuda::detail::DevicePointerMode mode(h);
-    SYNCBLOB_CUDA_CHECK(cublasSasum_64(h, n, x, 1, result), "cuda::blas::asum (device result)");
+    SYNCBLOB_CUDA_CHECK(cuda::detail::entry<T>(cublasSasum_64, cublasDasum_64)(h, n, x, 1, result),
+                        cuda::detail::blas_what<T>("asum", "device result"));
 }
-inline void asum_into(const double* x, std::int64_t n, cudaStream_t stream, double* result) {
+template <CublasReal T>
+void dot_into(const T* x, const T* y, std::int64_t n, cudaStream_t stream, T* result) {
     cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
     const cuda::detail::DevicePointerMode mode(h);
-    SYNCBLOB_CUDA_CHECK(cublasDasum_64(h, n, x, 1, result), "cuda::blas::asum (device result)");
-}
-inline void dot_into(const float* x, const float* y, std::int64_t n, cudaStream_t stream, float* result) {
-    cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
-    const cuda::detail::DevicePointerMode mode(h);
-    SYNCBLOB_CUDA_CHECK(cublasSdot_64(h, n, x, 1, y, 1, result), "cuda::blas::dot (device result)");
-}
-inline void dot_into(const double* x, const double* y, std::int64_t n, cudaStream_t stream, double* result) {
-    cublasHandle_t h = cuda::detail::cublas_on_stream(stream);
-    const cuda::detail::DevicePointerMode mode(h);
-    SYNCBLOB_CUDA_CHECK(cublasDdot_64(h, n, x, 1, y, 1, result), "cuda::blas::dot (device result)");
+    SYNCBLOB_CUDA_CHECK(cuda::detail::entry<T>(cublasSdot_64, cublasDdot_64)(h, n, x, 1, y, 1, result),
+                        cuda::detail::blas_what<T>("dot", "device result"));
 }
 
 }  // namespace blas

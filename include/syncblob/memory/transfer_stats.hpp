@@ -4,6 +4,7 @@
 /// \file
 /// `TransferStats`: what a buffer allocated and copied, so tests and users see every copy.
 
+#include <array>
 #include <cstdint>
 #include <ostream>
 
@@ -31,19 +32,20 @@ struct TransferStats {
     /// Copies between host and device, both directions.
     [[nodiscard]] constexpr std::uint64_t transfers() const noexcept { return host_to_device + device_to_host; }
 
+    /// Every counter, in declaration order.
+    [[nodiscard]] static constexpr auto counters() noexcept {
+        return std::array{&TransferStats::host_allocations, &TransferStats::device_allocations,
+                          &TransferStats::host_to_device,   &TransferStats::host_to_device_bytes,
+                          &TransferStats::device_to_host,   &TransferStats::device_to_host_bytes,
+                          &TransferStats::device_to_device, &TransferStats::device_to_device_bytes,
+                          &TransferStats::host_to_host,     &TransferStats::host_to_host_bytes,
+                          &TransferStats::host_kernels,     &TransferStats::device_kernels};
+    }
+
     constexpr TransferStats& operator+=(const TransferStats& o) noexcept {
-        host_allocations += o.host_allocations;
-        device_allocations += o.device_allocations;
-        host_to_device += o.host_to_device;
-        host_to_device_bytes += o.host_to_device_bytes;
-        device_to_host += o.device_to_host;
-        device_to_host_bytes += o.device_to_host_bytes;
-        device_to_device += o.device_to_device;
-        device_to_device_bytes += o.device_to_device_bytes;
-        host_to_host += o.host_to_host;
-        host_to_host_bytes += o.host_to_host_bytes;
-        host_kernels += o.host_kernels;
-        device_kernels += o.device_kernels;
+        for (const auto counter : counters()) {
+            this->*counter += o.*counter;
+        }
         return *this;
     }
 
@@ -59,5 +61,8 @@ struct TransferStats {
                   << s.host_kernels << '/' << s.device_kernels;
     }
 };
+
+static_assert(sizeof(TransferStats) == TransferStats::counters().size() * sizeof(std::uint64_t),
+              "TransferStats::counters() names every counter");
 
 SYNCBLOB_END_NAMESPACE

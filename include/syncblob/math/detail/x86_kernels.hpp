@@ -105,6 +105,20 @@ struct F32x16 {
 struct F64x8 {
     __m512d v;
 };
+
+// The sum of a 256-bit register's lanes in a fixed tree (lane i plus lane i + 4, then i + 2, i + 1
+// for float; i + 2, then i + 1 for double), shared by both paths: AVX is part of each.
+__attribute__((target("avx"))) inline float hsum(const F32x8& a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+__attribute__((target("avx"))) inline double hsum(const F64x4& a) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a.v), _mm256_extractf128_pd(a.v, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+}
 #endif
 }  // namespace x86
 
@@ -162,12 +176,7 @@ struct SimdF32Ops {
     SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
     SYNCBLOB_SIMD_FN static vec madd(vec a, vec b, vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
     SYNCBLOB_SIMD_FN static vec abs(vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
-    SYNCBLOB_SIMD_FN static float hsum(vec a) {
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        return _mm_cvtss_f32(s);
-    }
+    SYNCBLOB_SIMD_FN static float hsum(vec a) { return x86::hsum(a); }
 };
 
 template <>
@@ -221,11 +230,7 @@ struct Simd<double> {
     SYNCBLOB_SIMD_FN static vec mul(vec a, vec b) { return {_mm256_mul_pd(a.v, b.v)}; }
     SYNCBLOB_SIMD_FN static vec madd(vec a, vec b, vec c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
     SYNCBLOB_SIMD_FN static vec abs(vec a) { return {_mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v)}; }
-    SYNCBLOB_SIMD_FN static double hsum(vec a) {
-        __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a.v), _mm256_extractf128_pd(a.v, 1));
-        s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
-        return _mm_cvtsd_f64(s);
-    }
+    SYNCBLOB_SIMD_FN static double hsum(vec a) { return x86::hsum(a); }
 };
 
 SYNCBLOB_SIMD_KERNELS
@@ -261,11 +266,7 @@ struct SimdF32Ops {
         const __m512d bits = _mm512_castps_pd(a.v);
         const __m256 low = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, bits, 0));
         const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, bits, 1));
-        const __m256 s8 = _mm256_add_ps(low, high);
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        return _mm_cvtss_f32(s);
+        return x86::hsum(x86::F32x8{_mm256_add_ps(low, high)});
     }
 };
 
@@ -322,11 +323,8 @@ struct Simd<double> {
     SYNCBLOB_SIMD_FN static vec abs(vec a) { return {_mm512_abs_pd(a.v)}; }
     // Lane i plus lane i + 4, then i + 2, i + 1.
     SYNCBLOB_SIMD_FN static double hsum(vec a) {
-        const __m256d s4 =
-            _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, a.v, 0), _mm512_maskz_extractf64x4_pd(0xF, a.v, 1));
-        __m128d s = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
-        s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
-        return _mm_cvtsd_f64(s);
+        return x86::hsum(x86::F64x4{
+            _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, a.v, 0), _mm512_maskz_extractf64x4_pd(0xF, a.v, 1))});
     }
 };
 

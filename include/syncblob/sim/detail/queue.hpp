@@ -259,12 +259,7 @@ public:
     /// block, so work on another stream that uses the block before it is ordered after the
     /// allocation is a fault.
     void allocate_on(const void* p, std::size_t bytes, int stream, int current_device) {
-        Operation op;
-        op.stream = stream;
-        op.kind = OpKind::allocation;
-        op.what = "stream-ordered allocation of " + std::to_string(bytes) + " bytes at " + hex(p);
-        op.writes = {Range{p, bytes == 0 ? 1 : bytes}};
-        (void)issue(std::move(op), current_device);
+        issue_on_block(OpKind::allocation, "stream-ordered allocation of ", p, bytes, stream, current_device);
     }
 
     /// Queues the stream-ordered free of a block on `stream` and returns the point where `stream`
@@ -272,12 +267,7 @@ public:
     /// free is a fault (the block could be handed out again while that work runs); so is work that
     /// touches the block later, until `revive_block` hands it out again.
     Point retire_block(const void* p, std::size_t bytes, int stream, int current_device) {
-        Operation op;
-        op.stream = stream;
-        op.kind = OpKind::free;
-        op.what = "stream-ordered free of " + std::to_string(bytes) + " bytes at " + hex(p);
-        op.writes = {Range{p, bytes == 0 ? 1 : bytes}};
-        (void)issue(std::move(op), current_device);
+        issue_on_block(OpKind::free, "stream-ordered free of ", p, bytes, stream, current_device);
         freed_[p] = Freed{bytes == 0 ? 1 : bytes, stream};
         return point_after(stream);
     }
@@ -332,6 +322,17 @@ public:
     }
 
 private:
+    // An operation of `kind` that writes the whole block at `p` (a zero-byte block as one byte).
+    void issue_on_block(OpKind kind, const char* what, const void* p, std::size_t bytes, int stream,
+                        int current_device) {
+        Operation op;
+        op.stream = stream;
+        op.kind = kind;
+        op.what = what + std::to_string(bytes) + " bytes at " + hex(p);
+        op.writes = {Range{p, bytes == 0 ? 1 : bytes}};
+        (void)issue(std::move(op), current_device);
+    }
+
     const Block* find_block(const Range& r) const {
         auto it = blocks_.upper_bound(r.data);
         if (it == blocks_.begin()) {
