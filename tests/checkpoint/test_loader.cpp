@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 #include <syncblob/checkpoint.hpp>
+#include <syncblob/checkpoint/detail/staging.hpp>
 #include <syncblob/sim/timeline.hpp>
 #include <vector>
 
@@ -338,4 +339,15 @@ TEST_CASE("laying out and loading an arena of many tensors takes time linear in 
         },
         2000);
     CHECK(load < test::linear_bound);
+}
+
+TEST_CASE("a load's staging without device slots hands out no device block, not an offset from null",
+          "[checkpoint][staging]") {
+    using Pool = checkpoint::detail::staging_pool_t<AlignedAllocator, Device>;
+    const checkpoint::detail::Staging<Pool, Device> host_only(2, 4096, false, Device::default_stream());
+    CHECK(host_only.device(0) == nullptr);
+    CHECK(host_only.device(1) == nullptr);
+    const checkpoint::detail::Staging<Pool, Device> with_slots(2, 4096, true, Device::default_stream());
+    REQUIRE(with_slots.device(0) != nullptr);
+    CHECK(with_slots.device(1) == with_slots.device(0) + 4096);
 }
