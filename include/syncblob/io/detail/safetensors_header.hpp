@@ -347,12 +347,6 @@ template <class Input>
     return header;
 }
 
-/// Reads and validates the header of the safetensors bytes `src` holds: the 8-byte length, then the
-/// JSON after it, streamed from a file in small chunks or read where it lies in memory. `max_bytes`
-/// bounds what the header may take. \throws FormatError for a malformed header; IOError.
-[[nodiscard]] inline SafetensorsHeader read_safetensors_header(const MemorySource& src, std::uint64_t max_bytes);
-[[nodiscard]] inline SafetensorsHeader read_safetensors_header(const FileSource& src, std::uint64_t max_bytes);
-
 // The header's length from the first 8 bytes of `src` (checked against its size and `max_bytes`).
 template <class Source>
 [[nodiscard]] std::uint64_t header_length_of(const Source& src, std::uint64_t max_bytes) {
@@ -362,14 +356,17 @@ template <class Source>
     return safetensors_header_length(prefix, size, max_bytes, src.name());
 }
 
-inline SafetensorsHeader read_safetensors_header(const MemorySource& src, std::uint64_t max_bytes) {
+/// Reads and validates the header of the safetensors bytes `src` holds: the 8-byte length, then the
+/// JSON after it, read where it lies in memory (below: streamed from a file in small chunks).
+/// `max_bytes` bounds what the header may take. \throws FormatError for a malformed header; IOError.
+[[nodiscard]] inline SafetensorsHeader read_safetensors_header(const MemorySource& src, std::uint64_t max_bytes) {
     const std::uint64_t n = header_length_of(src, max_bytes);
     parse::TextInput in(
         std::string_view(reinterpret_cast<const char*>(src.bytes().data()) + 8, static_cast<std::size_t>(n)));
     return read_safetensors_header(in, n, src.size() - 8 - n, max_bytes, src.name());
 }
 
-inline SafetensorsHeader read_safetensors_header(const FileSource& src, std::uint64_t max_bytes) {
+[[nodiscard]] inline SafetensorsHeader read_safetensors_header(const FileSource& src, std::uint64_t max_bytes) {
     const std::uint64_t n = header_length_of(src, max_bytes);
     parse::FileInput in(src.file(), 8, 8 + n);
     return read_safetensors_header(in, n, src.size() - 8 - n, max_bytes, src.name());
