@@ -267,10 +267,24 @@ TEST_CASE("Blob keeps its whole state through a failed copy_from, and swap and m
 
     B free_target{2};
     free_target.set_stream(stream);
-    {  // a copy that reshapes first, then fails: the old shape, buffers and stream come back
+    (void)free_target.mutable_host_data();
+    free_target.reshape({2, 2});  // a new buffer: the old one's allocation is retired
+    (void)free_target.mutable_host_data();
+    free_target.reshape({2});
+    const auto history = free_target.data_stats();
+    REQUIRE(history.host_allocations == 2);
+    B wide{6};  // more than the capacity: the copy replaces the buffers, retiring the current ones, then fails
+    wide.fill(3.0f);
+    (void)wide.mutable_device_data();
+    {  // a copy that reshapes first, then fails: the old shape, buffers, stream and counts come back
         const SimulatedDevice::Scope failing({.fail_allocation = 1});
         CHECK_THROWS_AS(free_target.copy_from(source, syncblob::Reshape::allowed), std::bad_alloc);
     }
+    {
+        const SimulatedDevice::Scope failing({.fail_allocation = 1});
+        CHECK_THROWS_AS(free_target.copy_from(wide, syncblob::Reshape::allowed), std::bad_alloc);
+    }
+    CHECK(free_target.data_stats() == history);  // the retired counts were the snapshot's own, not shared
     CHECK(free_target.shape_string() == "2 (2)");
     CHECK(free_target.stream() == stream);
     CHECK(free_target.data_buffer()->stream() == stream);

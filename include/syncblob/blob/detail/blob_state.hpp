@@ -26,16 +26,35 @@ SYNCBLOB_BEGIN_NAMESPACE
 namespace detail {
 
 /// One of a blob's buffers (null before the blob has any), and the statistics of the buffers it
-/// replaced: what the blob's `data_stats()` / `diff_stats()` report over its whole life.
+/// replaced: what the blob's `data_stats()` / `diff_stats()` report over its whole life. Those are
+/// kept out of line, and only once a buffer that counted something is replaced: most blobs never
+/// replace one, and each of a million arena blobs is then 176 bytes smaller.
 template <class Buffer>
 struct HeldBuffer {
     std::shared_ptr<Buffer> buffer;
-    TransferStats retired{};
+    std::unique_ptr<TransferStats> retired;  // null: nothing counted by a replaced buffer
 
-    [[nodiscard]] TransferStats stats() const { return buffer ? retired + buffer->stats() : retired; }
+    HeldBuffer() = default;
+    /// Shares the buffer and copies the retired counts. \throws std::bad_alloc
+    HeldBuffer(const HeldBuffer& other)
+        : buffer(other.buffer), retired(other.retired ? std::make_unique<TransferStats>(*other.retired) : nullptr) {}
+    HeldBuffer& operator=(const HeldBuffer& other) {
+        if (this != &other) {
+            *this = HeldBuffer(other);  // copied first: a throw changes nothing
+        }
+        return *this;
+    }
+    HeldBuffer(HeldBuffer&&) noexcept = default;
+    HeldBuffer& operator=(HeldBuffer&&) noexcept = default;
+    ~HeldBuffer() = default;
+
+    [[nodiscard]] TransferStats stats() const {
+        const TransferStats old = retired ? *retired : TransferStats{};
+        return buffer ? old + buffer->stats() : old;
+    }
 
     void reset_stats() {
-        retired = {};
+        retired.reset();
         if (buffer) {
             buffer->reset_stats();
         }
@@ -45,8 +64,14 @@ struct HeldBuffer {
     void replace(std::shared_ptr<Buffer> next) noexcept {
         if (buffer) {
             try {
-                retired += buffer->stats();
-            } catch (...) {  // locking a mutex can fail in theory; the counts are then lost, nothing else
+                const TransferStats counted = buffer->stats();
+                if (counted != TransferStats{}) {
+                    if (!retired) {
+                        retired = std::make_unique<TransferStats>();
+                    }
+                    *retired += counted;
+                }
+            } catch (...) {  // a mutex that cannot lock, or no memory for the counts: they are lost, nothing else
             }
         }
         buffer = std::move(next);
