@@ -153,6 +153,30 @@ TEST_CASE("diffs load into their blobs' diffs; progress counts every byte once",
     CHECK(Device::faults().empty());
 }
 
+TEST_CASE("an arena of names in an order of its own loads each blob's own tensor and diff", "[checkpoint]") {
+    const test::TempDir dir;
+    std::vector<Blob<float>> blobs;
+    blobs.reserve(6);
+    checkpoint::Writer w;
+    for (int k = 0; k < 6; ++k) {
+        auto& b = blobs.emplace_back(Shape{2});
+        b.fill(static_cast<float>(k));
+        b.fill_diff(static_cast<float>(-k - 1));
+        w.add("t" + std::to_string(k), b, k % 2 == 0);
+    }
+    const auto ckpt = checkpoint::Checkpoint::open(w.save(dir.path()));
+    // backwards, forwards past a diff, and skipping: the loader's order is not the file's
+    const std::vector<std::string> names{"t5", "t0", "t1", "t4", "t2"};
+    checkpoint::CheckpointArena<float> loaded(ckpt, names);
+    CHECK(loaded.load(ckpt).tensors == names.size() + 3);
+    for (const auto& name : names) {
+        CAPTURE(name);
+        const int k = name[1] - '0';
+        CHECK(loaded[name].host_data()[1] == static_cast<float>(k));
+        CHECK(loaded[name].host_diff()[1] == (k % 2 == 0 ? static_cast<float>(-k - 1) : 0.0f));
+    }
+}
+
 TEST_CASE("a load refused before anything is read leaves the arena as it was", "[checkpoint]") {
     const test::TempDir dir;
     test::NamedBlobs blobs;

@@ -113,6 +113,9 @@ public:
 
 private:
     static constexpr std::size_t npos = io::detail::NameIndex::npos;
+    // How many tensors after the last one found `targets` compares by name before it looks one up
+    // (a blob's diff, when it follows it, is one of them).
+    static constexpr std::size_t lookahead = 4;
 
     [[nodiscard]] static std::string source(const Checkpoint& ckpt) {
         return ckpt.index_file().empty() ? ckpt.shards().at(0).path.string() : ckpt.index_file().string();
@@ -156,8 +159,21 @@ typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Che
         return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
                                   dtype_size(t.dtype), raw};
     };
+    const auto& tensors = ckpt.tensors();
+    std::size_t next = 0;  // where blob i's tensor is, when the arena follows the checkpoint's order
     for (std::size_t i = 0; i < names_.size(); ++i) {
-        const Tensor* t = ckpt.find(names_[i]);
+        // The arena's order is usually the checkpoint's (the tensors laid out from it, less their
+        // diffs): the next few tensors are compared by name first, in order, and only a name not
+        // among them is looked up. At a million tensors a lookup is a cache miss per blob.
+        const Tensor* t = nullptr;
+        for (std::size_t k = next; k < std::min(next + lookahead, tensors.size()) && t == nullptr; ++k) {
+            if (tensors[k].name == names_[i]) {
+                t = &tensors[k];
+            }
+        }
+        if (t == nullptr) {
+            t = ckpt.find(names_[i]);
+        }
         if (t == nullptr || Checkpoint::is_diff(names_[i])) {
             io::throw_format_error(source(ckpt), "tensor \"" + names_[i] + "\"",
                                    "not in the checkpoint (the arena's blob " + std::to_string(i) + " needs it)");
@@ -171,6 +187,7 @@ typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Che
                                    "the file holds " + std::string(dtype_name(t->dtype)) + ", the arena " +
                                        std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
         }
+        next = static_cast<std::size_t>(t - tensors.data()) + 1;
         out.data.push_back(plan_tensor(*t, i));
         const Tensor* d = ckpt.diff_of(*t);
         out.with_diff.push_back(d != nullptr);
