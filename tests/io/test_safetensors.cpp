@@ -5,11 +5,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <syncblob/io/safetensors.hpp>
 #include <syncblob/sim/device.hpp>
@@ -610,6 +612,42 @@ TEST_CASE("safetensors with 100 000 tensors opens and loads every one in linear 
     for (const std::size_t i : {std::size_t{0}, std::size_t{12345}, n - 1}) {
         CHECK(all.at("t" + std::to_string(i)).host_data()[0] == i % 251);
     }
+}
+
+// load_all fills its map in name order through name_order, which sorts on eight bytes kept beside
+// each position and compares whole names only where those tie: it must order exactly as
+// std::string's < does, whatever the bytes (NUL, bytes over 0x7F, names that extend others, long
+// shared prefixes, empty names).
+TEST_CASE("name_order sorts names exactly as std::string does, whatever their bytes", "[io][safetensors][linear]") {
+    std::mt19937 rng(GENERATE(1u, 2u, 3u, 4u, 5u));
+    const std::string alphabet("ab\0\x7f\x80\xff.", 7);
+    const std::vector<std::string> prefixes{"", "model.layers.", "model.layers.1"};
+    std::vector<std::string> names(std::uniform_int_distribution<std::size_t>(0, 300)(rng));
+    for (auto& name : names) {
+        name = prefixes[rng() % prefixes.size()];
+        const std::size_t length = rng() % 12;
+        for (std::size_t k = 0; k < length; ++k) {
+            name += alphabet[rng() % alphabet.size()];
+        }
+    }
+    if (!names.empty() && rng() % 2 == 0) {  // every name shares a prefix (one of them may be just that)
+        for (auto& name : names) {
+            name.insert(0, "shared.");
+        }
+    }
+    const auto order =
+        io::detail::name_order(names.size(), [&](std::size_t i) -> std::string_view { return names[i]; });
+    REQUIRE(order.size() == names.size());
+    std::vector<std::string> sorted;
+    for (const std::size_t i : order) {
+        sorted.push_back(names.at(i));
+    }
+    auto expected = names;
+    std::sort(expected.begin(), expected.end());
+    CHECK(sorted == expected);
+    auto positions = order;
+    std::sort(positions.begin(), positions.end());
+    CHECK(std::adjacent_find(positions.begin(), positions.end()) == positions.end());  // each position once
 }
 
 // Before: each add compared the name with every name added so far (quadratic in the count).

@@ -225,6 +225,50 @@ private:
     std::size_t count_ = 0;
 };
 
+/// The positions 0..n-1 of the names `name_at(i)` in name order (bytes compared unsigned, as
+/// `std::string`'s `<`; equal names keep no particular order). Each position is sorted beside the
+/// eight bytes that follow the prefix every name shares, so most comparisons read only the array
+/// being sorted; names whose eight bytes tie are compared whole. At a million names a comparison
+/// through each name's own memory is a cache miss, and a sort makes twenty of them per name.
+template <class NameAt>
+[[nodiscard]] std::vector<std::size_t> name_order(std::size_t n, NameAt name_at) {
+    std::size_t shared = n == 0 ? 0 : name_at(0).size();  // the prefix every name shares
+    for (std::size_t i = 1; i < n && shared != 0; ++i) {
+        const std::string_view first = name_at(0).substr(0, shared);
+        const std::string_view name = name_at(i);
+        const auto rest = std::min(first.size(), name.size());
+        shared = static_cast<std::size_t>(
+            std::mismatch(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(rest), name.begin()).first -
+            first.begin());
+    }
+    struct Key {
+        std::uint64_t head;  // the eight bytes after the shared prefix, big-endian, zero-padded
+        std::size_t position;
+    };
+    std::vector<Key> keys(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::string_view rest = name_at(i).substr(shared);
+        std::uint64_t head = 0;
+        for (std::size_t b = 0; b < 8; ++b) {
+            head = (head << 8) | (b < rest.size() ? static_cast<unsigned char>(rest[b]) : 0U);
+        }
+        keys[i] = {head, i};
+    }
+    // Heads that differ order their names (a zero byte of padding only ever ties with a zero byte
+    // of a name, or sorts a name before its own extensions, as `<` does); equal heads say nothing.
+    std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+        if (a.head != b.head) {
+            return a.head < b.head;
+        }
+        return name_at(a.position).substr(shared) < name_at(b.position).substr(shared);
+    });
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        order[i] = keys[i].position;
+    }
+    return order;
+}
+
 }  // namespace io::detail
 
 SYNCBLOB_END_NAMESPACE
