@@ -246,12 +246,14 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) {
     return cudaSuccess;
 }
 
+extern "C++" {  // a C++ helper inside the C block: C++ linkage for its C++ return type
 namespace {
 std::map<void*, std::pair<cudaMemPool_t, std::size_t>>& pool_blocks() {
     static std::map<void*, std::pair<cudaMemPool_t, std::size_t>> blocks;
     return blocks;
 }
 }  // namespace
+}  // extern "C++"
 
 cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t pool, cudaStream_t) {
     count("cudaMallocFromPoolAsync");
