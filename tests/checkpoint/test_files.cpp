@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -725,6 +726,17 @@ TEST_CASE("whatever a checkpoint writer saves, open reads back: random names, pr
             continue;
         }
         const checkpoint::SaveReport saved = w.save(folder, options);
+        // The index maps the tensors in name order, as transformers writes it.
+        const auto index = nlohmann::ordered_json::parse(slurp(saved.index));
+        std::vector<std::string> mapped;
+        for (const auto& [name, shard] : index.at("weight_map").items()) {
+            mapped.push_back(name);
+        }
+        std::vector<std::string> names;
+        for (const auto& [name, expected] : want) {
+            names.push_back(name);
+        }
+        CHECK(mapped == names);
         const auto c = checkpoint::Checkpoint::open(saved.index);
         REQUIRE(c.tensors().size() == want.size());
         CHECK(c.shards().size() == saved.shards.size());

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <syncblob/io/safetensors.hpp>
@@ -648,6 +650,95 @@ TEST_CASE("name_order sorts names exactly as std::string does, whatever their by
     auto positions = order;
     std::sort(positions.begin(), positions.end());
     CHECK(std::adjacent_find(positions.begin(), positions.end()) == positions.end());  // each position once
+}
+
+// The writer puts its tensors in the reference's order (dtype enum descending, then name) by sorting
+// their positions (name_order, then a stable pass by dtype) and moving each entry once; entries
+// already in order are left. Whatever the names, dtypes and order of adding, the file must hold
+// them in that order, each tensor's bytes at its offsets, after header() was asked for before.
+TEST_CASE("safetensors writer lays out any names and dtypes in the reference's order", "[io][safetensors][linear]") {
+    std::mt19937 rng(GENERATE(1u, 2u, 3u, 4u, 5u));
+    const std::vector<std::string> pieces{"a", "b", ".", std::string(1, '\0'), "\xc3\xa9", "z", "layers.1"};
+    const std::vector<Dtype> dtypes{Dtype::U8, Dtype::F32, Dtype::F64, Dtype::BF16, Dtype::I64};
+    std::map<std::string, Dtype> want;
+    for (std::size_t n = rng() % 400; n > 0; --n) {
+        std::string name = rng() % 2 == 0 ? "model." : "";
+        for (std::size_t k = rng() % 6; k > 0; --k) {
+            name += pieces[rng() % pieces.size()];
+        }
+        want.emplace(name, rng() % 4 == 0 ? dtypes[rng() % dtypes.size()] : Dtype::F32);
+    }
+    std::vector<std::pair<std::string, Dtype>> added(want.begin(), want.end());
+    if (rng() % 3 != 0) {  // added in name order now and then, else shuffled
+        std::shuffle(added.begin(), added.end(), rng);
+    }
+    io::SafetensorsWriter w;
+    std::map<std::string, std::vector<std::byte>> bytes;
+    for (const auto& [name, dtype] : added) {
+        auto& b = bytes[name];
+        for (std::size_t k = 0; k < dtype_size(dtype); ++k) {
+            b.push_back(static_cast<std::byte>(rng()));
+        }
+        w.add_bytes(name, dtype, {1}, b);
+    }
+    (void)w.header();  // orders the entries; save orders them again
+    const test::TempDir dir;
+    w.save(dir.path() / "o.safetensors");
+
+    auto expected = added;
+    std::sort(expected.begin(), expected.end(), [](const auto& a, const auto& b) {
+        const int ra = io::detail::safetensors_rank(a.second);
+        const int rb = io::detail::safetensors_rank(b.second);
+        return ra != rb ? ra > rb : a.first < b.first;
+    });
+    const std::string file = slurp(dir.path() / "o.safetensors");
+    std::uint64_t header = 0;
+    for (int i = 7; i >= 0; --i) {
+        header = (header << 8) | static_cast<unsigned char>(file[static_cast<std::size_t>(i)]);
+    }
+    auto tensors = io::SafetensorsFile::open(dir.path() / "o.safetensors").tensors();
+    std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.data_begin < b.data_begin; });
+    REQUIRE(tensors.size() == expected.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(tensors[i].name == expected[i].first);
+        CHECK(tensors[i].dtype == expected[i].second);
+        const auto& b = bytes.at(tensors[i].name);
+        REQUIRE(tensors[i].data_end - tensors[i].data_begin == b.size());
+        CHECK(std::memcmp(file.data() + 8 + header + tensors[i].data_begin, b.data(), b.size()) == 0);
+    }
+}
+
+// json_quote writes printable ASCII without " and \ itself, and hands everything else to nlohmann:
+// for any bytes it must write what nlohmann's strict dump writes, and refuse what it refuses.
+TEST_CASE("json_quote writes every string as nlohmann's strict dump does, and refuses what it refuses",
+          "[io][safetensors][json]") {
+    std::mt19937 rng(GENERATE(1u, 2u, 3u));
+    const std::string alphabet("az09 ~.\"\\/\x7f\x1f\n\0\xc3\xa9\xff", 17);
+    for (int round = 0; round < 2000; ++round) {
+        std::string text;
+        const bool printable = round % 2 == 0;  // half of them from the characters written as they are
+        for (std::size_t k = rng() % 10; k > 0; --k) {
+            text += alphabet[rng() % (printable ? 6 : alphabet.size())];
+        }
+        CAPTURE(text);
+        std::string expected;
+        bool refused = false;
+        try {
+            expected = nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+        } catch (const nlohmann::json::exception&) {
+            refused = true;
+        }
+        std::string out = "x";
+        if (refused) {
+            CHECK_THROWS_AS(io::parse::append_json_quoted(out, text, "name"), FormatError);
+            CHECK(out == "x");
+        } else {
+            io::parse::append_json_quoted(out, text, "name");
+            CHECK(out == "x" + expected);
+            CHECK(io::parse::json_quote(text, "name") == expected);
+        }
+    }
 }
 
 // Before: each add compared the name with every name added so far (quadratic in the count).

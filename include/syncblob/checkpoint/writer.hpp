@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "../io/name_index.hpp"
 #include "reader.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -248,6 +249,7 @@ inline SaveReport Writer::save(const std::filesystem::path& folder, const SaveOp
     saved.index = folder / (options.prefix + ".safetensors.index.json");
     std::vector<io::SafetensorsWriter> writers(shards.size());
     std::vector<std::string> names;
+    std::vector<std::string> heads;  // each shard's header, built once
     std::vector<detail::WeightMapEntry> map;
     std::uint64_t tensor_bytes = 0;
     std::uint64_t total = 0;  // of every file
@@ -263,9 +265,12 @@ inline SaveReport Writer::save(const std::filesystem::path& folder, const SaveOp
             tensor_bytes += p.bytes.size();
             total += p.bytes.size();
         }
-        total += writers[k].header().size();
+        heads.push_back(writers[k].header());
+        total += heads.back().size();
     }
-    std::sort(map.begin(), map.end(), [](const auto& a, const auto& b) { return a.tensor < b.tensor; });
+    // In name order through the positions (no comparison reads a name through its entry, no entry moves twice).
+    io::detail::apply_order(
+        map, io::detail::name_order(map.size(), [&](std::size_t i) -> std::string_view { return map[i].tensor; }));
     const std::string text = detail::checkpoint_index_text(tensor_bytes, map);
     total += text.size();
 
@@ -298,8 +303,10 @@ inline SaveReport Writer::save(const std::filesystem::path& folder, const SaveOp
         }
     };
     for (std::size_t k = 0; k < shards.size(); ++k) {
-        writers[k].save(saved.shards[k], io::SaveOptions{options.fsync},
-                        [&](std::uint64_t written, std::uint64_t) { report(done + written); });
+        writers[k].save_with_header(
+            saved.shards[k], io::SaveOptions{options.fsync},
+            [&](std::uint64_t written, std::uint64_t) { report(done + written); }, heads[k]);
+        heads[k] = {};
         done += fs::file_size(saved.shards[k]);
         report(done);
     }

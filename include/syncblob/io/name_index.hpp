@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -267,6 +268,20 @@ template <class NameAt>
         order[i] = keys[i].position;
     }
     return order;
+}
+
+/// Puts the elements of `v` in the order `order` (a permutation of its positions, such as
+/// name_order's): element `order[k]` becomes element k, moved once; nothing is compared.
+/// \throws std::bad_alloc (`v` unchanged).
+template <class E>
+void apply_order(std::vector<E>& v, const std::vector<std::size_t>& order) {
+    static_assert(std::is_nothrow_move_constructible_v<E>, "apply_order moves every element after its one allocation");
+    std::vector<E> out;
+    out.reserve(order.size());
+    for (const std::size_t i : order) {
+        out.push_back(std::move(v[i]));
+    }
+    v = std::move(out);
 }
 
 }  // namespace io::detail

@@ -115,12 +115,15 @@ public:
     /// The whole header (length, JSON, padding) for the tensors added so far.
     [[nodiscard]] std::string header() {
         order();
-        const std::string json = detail::safetensors_header(entries(), metadata_);
         std::string out(8, '\0');
+        detail::append_safetensors_header(
+            out, entries_.size(),
+            [this](std::size_t i) -> const detail::SafetensorsEntry& { return entries_[i].entry; }, metadata_);
+        const std::size_t json = out.size() - 8;
         for (std::size_t i = 0; i < 8; ++i) {
-            out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+            out[i] = static_cast<char>((json >> (8 * i)) & 0xFF);
         }
-        return out + json;
+        return out;
     }
 
     /// Writes the file atomically (see `save_atomic`). `progress`, when given, is called after each
@@ -130,7 +133,16 @@ public:
     /// file is then not written).
     void save(const std::filesystem::path& file, const SaveOptions& options = {},
               const std::function<void(std::uint64_t, std::uint64_t)>& progress = {}) {
-        const std::string head = header();
+        save_with_header(file, options, progress, header());
+    }
+
+private:
+    friend class checkpoint::Writer;  // keeps every tensor in one writer, then gives each shard its own
+
+    // save() with the header already built for the entries as they stand (a checkpoint sizes its
+    // files from each shard's header first, and builds none twice).
+    void save_with_header(const std::filesystem::path& file, const SaveOptions& options,
+                          const std::function<void(std::uint64_t, std::uint64_t)>& progress, const std::string& head) {
         std::uint64_t total = head.size();
         for (const auto& p : entries_) {
             total += p.bytes.size();
@@ -147,9 +159,6 @@ public:
             }
         });
     }
-
-private:
-    friend class checkpoint::Writer;  // keeps every tensor in one writer, then gives each shard its own
 
     void check_name(const std::string& name) const {
         if (name == "__metadata__" || name.ends_with(diff_suffix)) {
@@ -188,29 +197,36 @@ private:
         (void)index_.insert(entries_.back().entry.name, entries_.size() - 1, name_at());
     }
 
-    // The reference's order (dtype enum descending, then name) and the offsets it implies.
+    // The reference's order (dtype enum descending, then name) and the offsets it implies. The
+    // entries are sorted through their positions (name_order, then a stable pass by dtype) and
+    // moved once each: a sort of the entries themselves compares names through each entry's own
+    // memory and moves whole entries, both misses at a million tensors. Entries already in order
+    // (a second header() or save()) are left where they are.
     void order() {
-        std::sort(entries_.begin(), entries_.end(), [](const Pending& a, const Pending& b) {
+        const auto before = [](const Pending& a, const Pending& b) {
             const int ra = detail::safetensors_rank(a.entry.dtype);
             const int rb = detail::safetensors_rank(b.entry.dtype);
             return ra != rb ? ra > rb : a.entry.name < b.entry.name;
-        });
+        };
+        if (!std::is_sorted(entries_.begin(), entries_.end(), before)) {
+            std::vector<std::size_t> positions = detail::name_order(entries_.size(), name_at());
+            std::vector<int> rank(entries_.size());
+            for (std::size_t i = 0; i < entries_.size(); ++i) {
+                rank[i] = detail::safetensors_rank(entries_[i].entry.dtype);
+            }
+            if (std::adjacent_find(rank.begin(), rank.end(), std::not_equal_to<>{}) != rank.end()) {
+                std::stable_sort(positions.begin(), positions.end(),
+                                 [&](std::size_t a, std::size_t b) { return rank[a] > rank[b]; });
+            }
+            detail::apply_order(entries_, positions);
+            (void)index_.build(entries_.size(), name_at());  // the positions moved
+        }
         std::uint64_t at = 0;
         for (auto& p : entries_) {
             p.entry.begin = at;
             at += p.bytes.size();
             p.entry.end = at;
         }
-        (void)index_.build(entries_.size(), name_at());  // the positions moved
-    }
-
-    std::vector<detail::SafetensorsEntry> entries() const {
-        std::vector<detail::SafetensorsEntry> out;
-        out.reserve(entries_.size());
-        for (const auto& p : entries_) {
-            out.push_back(p.entry);
-        }
-        return out;
     }
 
     std::vector<Pending> entries_;

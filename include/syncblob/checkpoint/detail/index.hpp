@@ -163,12 +163,20 @@ private:
 /// The index's text for `entries` sorted by tensor name: metadata.total_size, then weight_map.
 [[nodiscard]] inline std::string checkpoint_index_text(std::uint64_t total_size,
                                                        const std::vector<WeightMapEntry>& sorted) {
-    std::string out("{\n  \"metadata\": {\n    \"total_size\": ");
+    std::size_t estimate = 64;
+    for (const auto& e : sorted) {
+        estimate += e.tensor.size() + e.shard.size() + 12;
+    }
+    std::string out;
+    out.reserve(estimate);  // sized once, not grown by copies
+    out.append("{\n  \"metadata\": {\n    \"total_size\": ");
     out.append(std::to_string(total_size)).append("\n  },\n  \"weight_map\": {");
     bool first = true;
     for (const auto& e : sorted) {
-        out.append(first ? "\n    " : ",\n    ").append(io::parse::json_quote(e.tensor, "tensor name"));
-        out.append(": ").append(io::parse::json_quote(e.shard, "shard name"));
+        out.append(first ? "\n    " : ",\n    ");
+        io::parse::append_json_quoted(out, e.tensor, "tensor name");
+        out.append(": ");
+        io::parse::append_json_quoted(out, e.shard, "shard name");
         first = false;
     }
     out.append(first ? "}\n}\n" : "\n  }\n}\n");

@@ -7,11 +7,11 @@
 /// safetensors_header.hpp).
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,34 +53,57 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
     return is_dtype(d) ? dtype_table[static_cast<std::size_t>(d)].safetensors_position : -1;
 }
 
-/// The header bytes (JSON padded with spaces to a multiple of 8) for entries already in file
-/// order, and string metadata (keys sorted; omitted when empty, as the reference does for none).
-[[nodiscard]] inline std::string safetensors_header(std::span<const SafetensorsEntry> entries,
-                                                    const std::map<std::string, std::string>& metadata) {
-    // Built with append only: g++ 12 at -O3 misreports `"literal" + std::string` (-Wrestrict).
-    std::string h("{");
+/// Appends the header's JSON, padded with spaces to a multiple of 8 bytes, to `h`: the `n` entries
+/// `entry_at(i)` (a `const SafetensorsEntry&`), already in file order, and string metadata (keys
+/// sorted; omitted when empty, as the reference does for none). The string is sized once, from
+/// the names' lengths, rather than grown by copies. \throws FormatError when a name, key or value
+/// is not valid UTF-8.
+template <class EntryAt>
+void append_safetensors_header(std::string& h, std::size_t n, EntryAt entry_at,
+                               const std::map<std::string, std::string>& metadata) {
+    const std::size_t start = h.size();
+    std::size_t estimate = 16;
+    for (const auto& [key, value] : metadata) {
+        estimate += key.size() + value.size() + 8;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        estimate += entry_at(i).name.size() + 96;  // the rest of an entry of up to two axes
+    }
+    h.reserve(start + estimate);
+    const auto number = [&h](std::uint64_t x) {
+        char digits[20];
+        h.append(digits, std::to_chars(digits, digits + sizeof digits, x).ptr);
+    };
+    h.append("{");
     if (!metadata.empty()) {
         h.append("\"__metadata__\":{");
         bool first = true;
         for (const auto& [key, value] : metadata) {
-            h.append(first ? "" : ",").append(parse::json_quote(key, "metadata key"));
-            h.append(":").append(parse::json_quote(value, "metadata value"));
+            h.append(first ? "" : ",");
+            parse::append_json_quoted(h, key, "metadata key");
+            h.append(":");
+            parse::append_json_quoted(h, value, "metadata value");
             first = false;
         }
         h.append("}");
     }
-    for (const auto& e : entries) {
-        h.append(h.size() == 1 ? "" : ",").append(parse::json_quote(e.name, "tensor name"));
+    for (std::size_t k = 0; k < n; ++k) {
+        const SafetensorsEntry& e = entry_at(k);
+        h.append(h.size() == start + 1 ? "" : ",");
+        parse::append_json_quoted(h, e.name, "tensor name");
         h.append(":{\"dtype\":\"").append(dtype_name(e.dtype)).append("\",\"shape\":[");
         for (std::size_t i = 0; i < e.shape.size(); ++i) {
-            h.append(i == 0 ? "" : ",").append(std::to_string(e.shape[i]));
+            h.append(i == 0 ? "" : ",");
+            number(static_cast<std::uint64_t>(e.shape[i]));  // extents are checked not negative
         }
-        h.append("],\"data_offsets\":[").append(std::to_string(e.begin)).append(",");
-        h.append(std::to_string(e.end)).append("]}");
+        h.append("],\"data_offsets\":[");
+        number(e.begin);
+        h.append(",");
+        number(e.end);
+        h.append("]}");
     }
     h.append("}");
-    h.append((8 - h.size() % 8) % 8, ' ');
-    return h;
+    h.append((8 - (h.size() - start) % 8) % 8, ' ');
 }
 
 /// Reads the 8-byte length and checks it against the limits and the input size; returns it.
