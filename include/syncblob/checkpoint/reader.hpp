@@ -195,13 +195,21 @@ inline void Checkpoint::open_index(const std::filesystem::path& file) {
     if (const std::size_t d = names.build(map.size(), tensor_at); d != io::detail::NameIndex::npos) {
         io::throw_format_error(file.string(), "weight_map: tensor \"" + map[d].tensor + "\"", "named twice");
     }
-    std::vector<std::string> shard_names;
-    shard_names.reserve(map.size());
-    for (const auto& e : map) {
-        shard_names.push_back(e.shard);
+    // The shards' names, each once, sorted. An entry that names the shard of the entry before it
+    // (most do) is skipped; the rest are sorted as views (name_order: no name copied, and most
+    // comparisons read only the array being sorted), then each name is kept once.
+    std::vector<std::string_view> named;
+    for (std::size_t i = 0; i < map.size(); ++i) {
+        if (i == 0 || map[i].shard != map[i - 1].shard) {
+            named.emplace_back(map[i].shard);
+        }
     }
-    std::sort(shard_names.begin(), shard_names.end());
-    shard_names.erase(std::unique(shard_names.begin(), shard_names.end()), shard_names.end());
+    std::vector<std::string> shard_names;
+    for (const std::size_t k : io::detail::name_order(named.size(), [&](std::size_t i) { return named[i]; })) {
+        if (shard_names.empty() || shard_names.back() != named[k]) {
+            shard_names.emplace_back(named[k]);
+        }
+    }
     check_shard_numbers(shard_names);
     for (const auto& name : shard_names) {
         add_shard(file.parent_path() / name);
