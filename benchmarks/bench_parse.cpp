@@ -29,6 +29,14 @@
 //   arena_buckets/N         ParameterArena::buckets(1 KiB) of N sealed one-element blobs
 //   agreement_ranks/N       the agreement's verdict over the descriptors of N ranks (what every rank
 //                           computes after the gather, in comm::detail::settle)
+// and a baseline, the machine's own cost of the memory an item needs:
+//   fresh_memory/N          N x 1.5 KiB in one block (about what a CheckpointArena holds per one-element
+//                           tensor, its slices included), written once and freed. The small sizes reuse
+//                           pages the iteration before freed; a block of 1.5 GB comes from the kernel anew
+//                           each time, zeroed, at whatever rate the machine zeroes fresh pages.
+// Every row first runs a second unmeasured (MinWarmUpTime), so each cell is the time per item of a
+// program repeating the work: a 10^3 cell runs thousands of times, a 10^6 cell once or twice, which
+// without the warm-up would be the process's first, cold pass over that much memory.
 // The families whose items are objects of their own (arena_blobs, checkpoint_arena) also run at an equal footprint
 // ("<family>_1M/N"): 10^6 items in every row, as 10^6 / N pieces of N items each, all alive together. Every row then
 // touches the same memory, so a row's time per item differs from another's only by what the work does per item as N
@@ -45,6 +53,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -389,6 +398,22 @@ void BM_arena_buckets(benchmark::State& state) {
     per_entry(state, state.range(0));
 }
 
+void BM_fresh_memory(benchmark::State& state) {
+    const auto bytes = static_cast<std::size_t>(state.range(0)) * 1536;
+    for (auto _ : state) {
+        auto* block = static_cast<unsigned char*>(std::malloc(bytes));
+        if (block == nullptr) {
+            state.SkipWithError("out of memory");
+            break;
+        }
+        std::memset(block, 1, bytes);
+        benchmark::DoNotOptimize(block);
+        benchmark::ClobberMemory();
+        std::free(block);
+    }
+    per_entry(state, state.range(0));
+}
+
 void BM_agreement_ranks(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
     ParameterArena<float> arena;
@@ -407,32 +432,96 @@ void BM_agreement_ranks(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_checkpoint_open)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_checkpoint_open)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
 BENCHMARK(BM_checkpoint_shards)
     ->RangeMultiplier(10)
     ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1);
-BENCHMARK(BM_checkpoint_save)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
-BENCHMARK(BM_checkpoint_arena)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
-BENCHMARK(BM_arena_blobs)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
-BENCHMARK(BM_arena_buckets)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_checkpoint_save)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_checkpoint_arena)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_arena_blobs)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_arena_buckets)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
 BENCHMARK(BM_checkpoint_arena_1M)
     ->RangeMultiplier(10)
     ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1);
-BENCHMARK(BM_arena_blobs_1M)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
-BENCHMARK(BM_agreement_ranks)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(1);
-BENCHMARK(BM_safetensors_open)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(2);
+BENCHMARK(BM_arena_blobs_1M)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_fresh_memory)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_agreement_ranks)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_safetensors_open)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2);
 BENCHMARK(BM_safetensors_load_all)
     ->RangeMultiplier(10)
     ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2);
-BENCHMARK(BM_json_reader)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(2);
-BENCHMARK(BM_json_document)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(2);
-BENCHMARK(BM_json_blob)->RangeMultiplier(10)->Range(1'000, 1'000'000)->Unit(benchmark::kMillisecond)->MinTime(2);
+BENCHMARK(BM_json_reader)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2);
+BENCHMARK(BM_json_document)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2);
+BENCHMARK(BM_json_blob)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2);
 BENCHMARK(BM_safetensors_100MB)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // The console output, then each family's time per entry by size and its ratio to the 1 k size.
