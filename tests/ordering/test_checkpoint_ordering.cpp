@@ -241,3 +241,36 @@ TEMPLATE_TEST_CASE("A load that fails part-way on a copy stream of its own still
         finish();
     }
 }
+
+TEMPLATE_TEST_CASE("A device load leaves alone the diff of a blob between two blobs whose diffs it loads",
+                   "[ordering][checkpoint]", PlainArena, OrderedArena) {
+    // Blobs a and c have diffs in the file, b has none: a chunk of a's and c's diffs together
+    // would copy its image over b's diff, which the file does not hold (a host load leaves it).
+    const test::TempDir dir;
+    syncblob::Blob<float> a({300});
+    syncblob::Blob<float> b({5});
+    syncblob::Blob<float> c({7});
+    a.fill_diff(-3.0f);
+    c.fill_diff(-5.0f);
+    ckpt::Writer w;
+    w.add("a", a, true);
+    w.add("b", b);
+    w.add("c", c, true);
+    const auto file = ckpt::Checkpoint::open(w.save(dir.path()));
+    for (const auto seed : seeds) {
+        INFO("seed " << seed);
+        const SimulatedDevice::Scope scope{with_seed(seed)};
+        {
+            TestType loaded(file);
+            auto& kept = loaded["b"];
+            set_kernel(kept.stream(), kept.mutable_device_diff(), 5, 7.0f);  // b's diff at_device
+            const auto report = loaded.load(file, small_chunks());
+            CHECK(report.chunks == 3);  // the data, then a's diff and c's diff, each a chunk of its own
+            CHECK(loaded["a"].host_diff()[299] == -3.0f);
+            CHECK(loaded["c"].host_diff()[6] == -5.0f);
+            CHECK(kept.host_diff()[0] == 7.0f);
+            CHECK(kept.host_diff()[4] == 7.0f);
+        }
+        finish();
+    }
+}

@@ -41,6 +41,8 @@ class CheckpointArena {
         return [this](std::size_t i) -> std::string_view { return names_[i]; };
     }
 
+    static_assert(ParameterArena<T, A>::alignment == detail::slice_alignment);
+
 public:
     using arena_type = ParameterArena<T, A>;
     using blob_type = Blob<T, A>;

@@ -15,7 +15,8 @@
 /// - a *device-converting* chunk holds its pieces' raw bytes, each at a 256-byte boundary of the
 ///   staging block; one copy moves them to device staging, and one kernel per piece converts them
 ///   into the arena.
-/// Tensors converted on the device never share a chunk with the others.
+/// Tensors converted on the device never share a chunk with the others, and a direct chunk never
+/// spans a slice the load does not write (the diff of a blob whose diff the file does not hold).
 
 #include <algorithm>
 #include <concepts>
@@ -124,6 +125,9 @@ void keep_distinct(std::vector<V>& v) {
 
 /// Where a device-converting piece starts in its staging block.
 inline constexpr std::size_t staging_alignment = 256;
+/// Where each slice of an arena starts (`ParameterArena::alignment`): the padding after a slice is
+/// shorter than this.
+inline constexpr std::size_t slice_alignment = 256;
 
 class Planner {
 public:
@@ -135,7 +139,8 @@ public:
     void add(std::span<const PlanTensor> tensors, bool diff) {
         for (const auto& t : tensors) {
             for (std::uint64_t e = 0; e < t.count;) {
-                if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff)) {
+                if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff ||
+                              (e == 0 && !t.device_convert && beyond_padding(t.dst + e * item_)))) {
                     close();
                 }
                 if (!open_) {
@@ -160,6 +165,14 @@ public:
     }
 
 private:
+    // Whether `at` lies past the padding that follows the open direct chunk's last piece: between
+    // them is a slice this load does not write (a blob whose diff the file does not hold), which
+    // the chunk's image, copied whole, would overwrite.
+    [[nodiscard]] bool beyond_padding(std::size_t at) const noexcept {
+        const std::size_t end = chunk_.arena_offset + chunk_.bytes;
+        return at > end && at - end >= slice_alignment;
+    }
+
     // A piece placed where it sits in the arena; returns its elements (0: none fit).
     // Offsets are within the arena (at >= the chunk's start); the room left is computed without
     // adding anything to `limit_`, which may be as large as SIZE_MAX.
