@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -21,7 +20,6 @@
 #include "../checkpoint/checkpoint_support.hpp"
 #include "mpi_test_support.hpp"
 
-using syncblob::Blob;
 using syncblob::Head;
 using syncblob::checkpoint::Checkpoint;
 using syncblob::checkpoint::CheckpointArena;
@@ -75,52 +73,18 @@ private:
     fs::path path_;
 };
 
-// The tensors of a small transformer, with the diffs of some blobs (two runs of consecutive blobs
-// and one alone), written by rank 0 in shards of at most `max_shard` bytes (as element type T),
-// then opened on every rank.
+// test::save_with_diffs, written by rank 0 in shards of at most `max_shard` bytes (as element type
+// T), then opened on every rank.
 template <class T = float>
 Checkpoint write_checkpoint(const SharedDir& dir, std::uint64_t max_shard = 6000) {
     if (rank_in(MPI_COMM_WORLD) == 0) {
-        const test::NamedBlobs blobs = test::transformer_blobs(3, 24);
-        syncblob::checkpoint::Writer w;
-        std::vector<Blob<T>> converted;
-        converted.reserve(blobs.blobs.size());
-        std::size_t b = 0;
-        for (const auto& [name, blob] : blobs.blobs) {
-            auto& c = converted.emplace_back(blob.shape());
-            auto data = c.mutable_host_data();
-            auto diff = c.mutable_host_diff();
-            for (std::size_t i = 0; i < data.size(); ++i) {
-                data[i] = static_cast<T>(blob.host_data()[i]);
-                diff[i] = static_cast<T>(-blob.host_data()[i]);
-            }
-            const bool with_diff = b == 1 || b == 2 || b == 3 || b == 6 || b == 10 || b == 11;
-            w.add(name, c, with_diff);
-            ++b;
-        }
-        syncblob::checkpoint::SaveOptions options;
-        options.max_shard_bytes = max_shard;
-        (void)w.save(dir.path(), options);
+        (void)test::save_with_diffs<T>(dir.path(), 3, max_shard);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     return Checkpoint::open(dir.path());
 }
 
-// Every blob's data and diff bytes in `a` are those in `b`.
-template <class T, class A, class B>
-bool same_bytes(const CheckpointArena<T, A>& a, const CheckpointArena<T, B>& b) {
-    for (std::size_t i = 0; i < a.arena().size(); ++i) {
-        const auto x = a.arena()[i].host_data();
-        const auto y = b.arena()[i].host_data();
-        const auto dx = a.arena()[i].host_diff();
-        const auto dy = b.arena()[i].host_diff();
-        if (x.size() != y.size() || std::memcmp(x.data(), y.data(), x.size_bytes()) != 0 ||
-            std::memcmp(dx.data(), dy.data(), dx.size_bytes()) != 0) {
-            return false;
-        }
-    }
-    return true;
-}
+using test::same_bytes;
 
 }  // namespace
 
@@ -172,7 +136,7 @@ TEST_CASE("mpi::load_shared converts as a load on one rank does, and cuts a run 
         with_diff.push_back(ckpt.diff_of(ckpt.at(name)) != nullptr);
     }
     std::uint64_t calls = 0;
-    for (const auto& region : mpi::detail::load_regions(shared.arena(), with_diff, 3)) {
+    for (const auto& region : syncblob::comm::detail::load_regions(shared.arena(), with_diff, 3)) {
         CHECK(region.end - region.first <= 3 * 256);
         ++calls;
     }

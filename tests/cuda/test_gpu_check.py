@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHECK = ROOT / "scripts" / "gpu-check"
 FAKE = pathlib.Path(__file__).resolve().parent / "gpu_check_fake.py"
 PROGRAMS = ["cuda_host_tests", "cuda_device_tests", "cuda_async_pool_tests", "cuda_checkpoint_tests",
-            "cuda_nccl_tests", "gpu_probe", "bench_gpu"]
+            "cuda_nccl_tests", "cuda_nccl_checkpoint_tests", "gpu_probe", "bench_gpu"]
 # (mutant, program, test) rows of a gate folder; the stand-ins kill all but the known survivors.
 MUTANTS = [("cuda.device.wait", "cuda_device_tests",
             "a pull on another stream waits for device math still queued on the blob's stream"),
@@ -75,7 +75,7 @@ def no_device(build, work):
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     check(res["commit"] == head, f"results.json records the commit {head}, not {res['commit']}")
     check(res["package_bytes"] == size, "results.json records the package's size")
-    check(all(s["status"] == "not run" for s in res["steps"]) and len(res["steps"]) == 9, "every step is not run")
+    check(all(s["status"] == "not run" for s in res["steps"]) and len(res["steps"]) == 10, "every step is not run")
     ldd = (out / "ldd.txt").read_text()
     for program in (package / "programs" / "base").iterdir():
         check(f"== base/{program.name}" in ldd, f"ldd.txt holds {program.name}")

@@ -22,6 +22,7 @@
 #include <syncblob/cuda/allocator.hpp>
 
 #include "cuda_test_device.hpp"
+#include "nccl_ranks.hpp"
 #include "stream_delay.cuh"
 
 namespace sb = syncblob;
@@ -42,38 +43,8 @@ void add_model(Arena& arena, bool extra) {
     }
 }
 
-// One communicator per device; `body(rank, ranks, comm)` runs on a thread per device with that
-// device current. Failures are collected as strings and returned (Catch2 is not thread-safe).
-std::vector<std::string> on_every_device(const std::function<void(int, int, ncclComm_t, std::string&)>& body) {
-    const int ranks = sb::cuda::device_count();
-    std::vector<ncclComm_t> comms(static_cast<std::size_t>(ranks));
-    sb::nccl::detail::check(ncclCommInitAll(comms.data(), ranks, nullptr), "test", "ncclCommInitAll");
-    std::vector<std::string> failures(static_cast<std::size_t>(ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < ranks; ++r) {
-        threads.emplace_back([&, r] {
-            try {
-                sb::cuda::set_device(r);
-                body(r, ranks, comms[static_cast<std::size_t>(r)], failures[static_cast<std::size_t>(r)]);
-            } catch (const std::exception& e) {
-                failures[static_cast<std::size_t>(r)] += std::string("exception: ") + e.what();
-            }
-        });
-    }
-    for (auto& t : threads) {
-        t.join();
-    }
-    for (auto comm : comms) {
-        (void)ncclCommDestroy(comm);
-    }
-    return failures;
-}
-
-void expect(bool ok, std::string& failures, const std::string& what) {
-    if (!ok) {
-        failures += what + "; ";
-    }
-}
+using nccl_test::expect;
+using nccl_test::on_every_device;
 
 }  // namespace
 

@@ -113,6 +113,19 @@ public:
     }
     LoadReport load(const Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream);
 
+    /// The tensors of a checkpoint that blob `i` loads: its own, and its diff's (null where the
+    /// file holds none).
+    struct Match {
+        const Tensor* tensor = nullptr;
+        const Tensor* diff = nullptr;
+    };
+    /// What a load of `ckpt` reads for each blob, in the arena's order, each looked up once and
+    /// checked against its blob as `load` checks it; `op` begins the message of a ShapeError.
+    /// \throws FormatError (a blob's tensor missing, a dtype other than T unless `convert`),
+    /// ShapeError (a tensor of another shape).
+    [[nodiscard]] std::vector<Match> match(const Checkpoint& ckpt, bool convert,
+                                           std::string_view op = "CheckpointArena::load") const;
+
 private:
     static constexpr std::size_t npos = io::detail::NameIndex::npos;
     // How many tensors after the last one found `targets` compares by name before it looks one up
@@ -131,8 +144,8 @@ private:
         return i;
     }
 
-    // The plan's tensors of the data and of the diffs, each blob's tensor and diff looked up once
-    // and checked against the blob; `with_diff[i]` says whether blob i has a diff to load.
+    // The plan's tensors of the data and of the diffs; `with_diff[i]` says whether blob i has a diff
+    // to load.
     struct Targets {
         std::vector<detail::PlanTensor> data;
         std::vector<detail::PlanTensor> diffs;
@@ -150,17 +163,10 @@ private:
 };
 
 template <Element T, SyncedAllocator A>
-typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Checkpoint& ckpt,
-                                                                       const LoadOptions& options,
-                                                                       bool on_device) const {
-    Targets out;
-    out.data.reserve(names_.size());
-    out.with_diff.reserve(names_.size());
-    const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
-        const bool raw = on_device && t.dtype != dtype_of<T> && t.dtype != Dtype::BOOL && always_exact<T>(t.dtype);
-        return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
-                                  dtype_size(t.dtype), raw};
-    };
+std::vector<typename CheckpointArena<T, A>::Match> CheckpointArena<T, A>::match(const Checkpoint& ckpt, bool convert,
+                                                                                std::string_view op) const {
+    std::vector<Match> out;
+    out.reserve(names_.size());
     const auto& tensors = ckpt.tensors();
     std::size_t next = 0;  // where blob i's tensor is, when the arena follows the checkpoint's order
     for (std::size_t i = 0; i < names_.size(); ++i) {
@@ -181,20 +187,37 @@ typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Che
                                    "not in the checkpoint (the arena's blob " + std::to_string(i) + " needs it)");
         }
         if (t->shape != arena_[i].shape()) {
-            throw ShapeError("CheckpointArena::load: " + source(ckpt) + " holds \"" + t->name + "\" of shape " +
+            throw ShapeError(std::string(op) + ": " + source(ckpt) + " holds \"" + t->name + "\" of shape " +
                              t->shape.to_string() + ", the arena's blob has " + arena_[i].shape_string());
         }
-        if (t->dtype != dtype_of<T> && !options.convert) {
+        if (t->dtype != dtype_of<T> && !convert) {
             io::throw_format_error(ckpt.shards()[t->shard].path.string(), "tensor \"" + t->name + "\": dtype",
                                    "the file holds " + std::string(dtype_name(t->dtype)) + ", the arena " +
                                        std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
         }
         next = static_cast<std::size_t>(t - tensors.data()) + 1;
-        out.data.push_back(plan_tensor(*t, i));
-        const Tensor* d = ckpt.diff_of(*t);
-        out.with_diff.push_back(d != nullptr);
-        if (d != nullptr) {
-            out.diffs.push_back(plan_tensor(*d, i));
+        out.push_back({t, ckpt.diff_of(*t)});
+    }
+    return out;
+}
+
+template <Element T, SyncedAllocator A>
+typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Checkpoint& ckpt,
+                                                                       const LoadOptions& options,
+                                                                       bool on_device) const {
+    Targets out;
+    out.data.reserve(names_.size());
+    out.with_diff.reserve(names_.size());
+    const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
+        return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
+                                  dtype_size(t.dtype), on_device && detail::converts_on_device<T>(t.dtype)};
+    };
+    const std::vector<Match> matched = match(ckpt, options.convert);
+    for (std::size_t i = 0; i < matched.size(); ++i) {
+        out.data.push_back(plan_tensor(*matched[i].tensor, i));
+        out.with_diff.push_back(matched[i].diff != nullptr);
+        if (matched[i].diff != nullptr) {
+            out.diffs.push_back(plan_tensor(*matched[i].diff, i));
         }
     }
     return out;

@@ -65,6 +65,19 @@ template <Element To>
     });
 }
 
+}  // namespace checkpoint
+
+namespace checkpoint::detail {
+/// Whether a device load stages a tensor of dtype `from` raw and converts it into `T` by a kernel:
+/// when the dtypes differ and the conversion can refuse nothing (BOOL, normalised on the host, aside).
+template <Element T>
+[[nodiscard]] constexpr bool converts_on_device(Dtype from) noexcept {
+    return from != dtype_of<T> && from != Dtype::BOOL && always_exact<T>(from);
+}
+}  // namespace checkpoint::detail
+
+namespace checkpoint {
+
 /// Device conversion for backend `Backend`. Not defined for a backend whose header was not
 /// included: a specialisation provides, for every element type `T`, a function that queues on
 /// `stream` the conversion of `n` little-endian elements of dtype `from` at device address `src`

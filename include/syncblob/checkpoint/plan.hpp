@@ -2,8 +2,8 @@
 #pragma once
 
 /// \file
-/// Internal, shared beyond its folder: used by the shared load across ranks (comm/mpi_checkpoint.hpp), so it
-/// sits outside detail/; its names stay in a detail namespace and are no user API.
+/// Internal, shared beyond its folder: used by the shared loads across ranks (comm/detail/shared_load.hpp),
+/// so it sits outside detail/; its names stay in a detail namespace and are no user API.
 ///
 /// How a checkpoint load is cut into chunks. The tensors of the arena's data (then of its diff) are
 /// walked in the arena's order and cut, at element boundaries, into pieces; consecutive pieces form
@@ -39,9 +39,10 @@ namespace checkpoint::detail {
 struct PlanTensor {
     std::size_t tensor = 0;       ///< position in `Checkpoint::tensors()`
     std::size_t dst = 0;          ///< byte offset of its slice in the arena's buffer
-    std::uint64_t count = 0;      ///< elements
+    std::uint64_t count = 0;      ///< elements to load
     std::size_t source_item = 0;  ///< bytes of one element in the file
     bool device_convert = false;  ///< staged raw and converted by a device kernel
+    std::uint64_t first = 0;      ///< the first element to load: elements [first, first + count) load
 };
 
 /// Elements [first, first + count) of a tensor.
@@ -138,9 +139,9 @@ public:
     /// Adds the tensors of one of the arena's buffers, in its order.
     void add(std::span<const PlanTensor> tensors, bool diff) {
         for (const auto& t : tensors) {
-            for (std::uint64_t e = 0; e < t.count;) {
+            for (std::uint64_t e = t.first; e < t.first + t.count;) {
                 if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff ||
-                              (e == 0 && !t.device_convert && beyond_padding(t.dst + e * item_)))) {
+                              (e == t.first && !t.device_convert && beyond_padding(t.dst + e * item_)))) {
                     close();
                 }
                 if (!open_) {
@@ -182,7 +183,7 @@ private:
         if (used > limit_ || limit_ - used < item_) {
             return 0;
         }
-        const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (limit_ - used) / item_);
+        const std::uint64_t n = std::min<std::uint64_t>(t.first + t.count - e, (limit_ - used) / item_);
         plan_.pieces.push_back(Piece{t.tensor, e, n, at, at - chunk_.arena_offset});
         chunk_.bytes = at + static_cast<std::size_t>(n) * item_ - chunk_.arena_offset;
         return n;
@@ -194,7 +195,7 @@ private:
         if (at > limit_ || limit_ - at < t.source_item) {
             return 0;
         }
-        const std::uint64_t n = std::min<std::uint64_t>(t.count - e, (limit_ - at) / t.source_item);
+        const std::uint64_t n = std::min<std::uint64_t>(t.first + t.count - e, (limit_ - at) / t.source_item);
         plan_.pieces.push_back(Piece{t.tensor, e, n, t.dst + static_cast<std::size_t>(e) * item_, at});
         chunk_.bytes = at + static_cast<std::size_t>(n) * t.source_item;
         return n;

@@ -33,4 +33,15 @@ struct CommStats {
     }
 };
 
+/// What a shared checkpoint load (`mpi::load_shared`, `nccl::load_shared`) did on the calling rank.
+struct SharedLoadReport {
+    std::uint64_t bytes_read = 0;      ///< tensor bytes this rank read from the files (its share)
+    std::uint64_t bytes_loaded = 0;    ///< tensor bytes of the checkpoint the load read, every rank's share together
+    std::uint64_t bytes_received = 0;  ///< arena bytes this rank received from the other ranks
+    std::uint64_t calls = 0;           ///< collective calls that completed the arena
+    unsigned threads = 0;              ///< reader threads this rank used
+    double read_seconds = 0;           ///< this rank's reading (for NCCL: until its copies were queued)
+    double seconds = 0;                ///< the whole call on this rank
+};
+
 SYNCBLOB_END_NAMESPACE

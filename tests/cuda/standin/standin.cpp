@@ -6,16 +6,22 @@
 // models one device, streams and events that are always complete (work runs when issued), and a
 // memory pool that reuses freed blocks of the same size, as cudaMemPool does, reporting its reserved
 // bytes. Only the calls syncblob makes, and the few a test needs to make a communicator, exist here.
+// NCCL: `ncclCommInitAll` of N makes N ranks of one communicator, each driven by a thread of its
+// own; a collective runs when every rank has called it (the last to arrive runs it for all, the
+// others wait), as the ranks' kernels would meet on a GPU.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -37,8 +43,32 @@ struct cublasContext {
     cudaStream_t stream = nullptr;
     cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
 };
+namespace {
+// The ranks of one ncclCommInitAll, and the collective they are meeting in.
+struct Clique {
+    struct Call {
+        std::string kind;
+        const void* send = nullptr;
+        void* recv = nullptr;
+        std::size_t count = 0;
+        ncclDataType_t type = ncclUint8;
+        ncclRedOp_t op = ncclSum;
+        int root = 0;
+    };
+    explicit Clique(int n) : size(n), calls(static_cast<std::size_t>(n)) {}
+    std::mutex mutex;
+    std::condition_variable met;
+    int size;
+    int arrived = 0;
+    std::uint64_t generation = 0;  // collectives completed
+    ncclResult_t result = ncclSuccess;
+    std::vector<Call> calls;  // by rank
+};
+}  // namespace
+
 struct ncclComm {
     int rank = 0;
+    std::shared_ptr<Clique> clique;
 };
 
 namespace {
@@ -439,12 +469,15 @@ cublasStatus_t cublasDscal_v2_64(cublasHandle_t, int64_t n, const double* alpha,
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// ---- NCCL: one rank ----------------------------------------------------------------------------------
+// ---- NCCL: the ranks of a communicator meet in each collective ------------------------------------------
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*) {
-    if (ndev != 1) {
+    if (ndev < 1) {
         return ncclInvalidArgument;
     }
-    comms[0] = new ncclComm;
+    const auto clique = std::make_shared<Clique>(ndev);
+    for (int r = 0; r < ndev; ++r) {
+        comms[r] = new ncclComm{r, clique};
+    }
     return ncclSuccess;
 }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -461,8 +494,16 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
     *error = ncclSuccess;
     return ncclSuccess;
 }
-ncclResult_t ncclCommCount(const ncclComm_t, int* count) {
-    *count = 1;
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+    *count = comm->clique->size;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupStart(void) {
+    count("ncclGroupStart");
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void) {
+    count("ncclGroupEnd");
     return ncclSuccess;
 }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
@@ -489,21 +530,99 @@ std::size_t nccl_size(ncclDataType_t t) {
 }
 }  // namespace
 
-ncclResult_t ncclAllReduce(const void* send, void* recv, size_t n, ncclDataType_t type, ncclRedOp_t, ncclComm_t,
+}  // extern "C"
+
+namespace {
+
+template <class V>
+void reduce_into(std::vector<Clique::Call>& calls, bool mean) {
+    std::vector<V> sum(calls[0].count, V{});
+    for (const auto& c : calls) {
+        for (std::size_t i = 0; i < c.count; ++i) {
+            sum[i] += static_cast<const V*>(c.send)[i];
+        }
+    }
+    for (auto& v : sum) {
+        v = mean ? v / static_cast<V>(calls.size()) : v;
+    }
+    for (const auto& c : calls) {
+        std::memcpy(c.recv, sum.data(), c.count * sizeof(V));
+    }
+}
+
+// Runs the collective every rank has called: each rank's call alike, or ncclInvalidUsage.
+ncclResult_t run(std::vector<Clique::Call>& calls) {
+    const Clique::Call& first = calls[0];
+    for (const auto& c : calls) {
+        if (c.kind != first.kind || c.count != first.count || c.type != first.type || c.op != first.op ||
+            c.root != first.root) {
+            return ncclInvalidUsage;
+        }
+    }
+    const std::size_t bytes = first.count * nccl_size(first.type);
+    if (first.kind == "ncclBroadcast") {
+        if (first.root < 0 || static_cast<std::size_t>(first.root) >= calls.size()) {
+            return ncclInvalidArgument;
+        }
+        const void* from = calls[static_cast<std::size_t>(first.root)].send;
+        for (const auto& c : calls) {
+            std::memmove(c.recv, from, bytes);
+        }
+    } else if (first.kind == "ncclAllGather") {
+        for (std::size_t k = 0; k < calls.size(); ++k) {
+            for (const auto& c : calls) {
+                std::memmove(static_cast<char*>(c.recv) + k * bytes, calls[k].send, bytes);
+            }
+        }
+    } else if (calls.size() == 1) {
+        std::memmove(first.recv, first.send, bytes);  // one rank: the sum and the mean are its own values
+    } else if (first.type == ncclFloat32) {
+        reduce_into<float>(calls, first.op == ncclAvg);
+    } else if (first.type == ncclFloat64) {
+        reduce_into<double>(calls, first.op == ncclAvg);
+    } else {
+        return ncclInvalidArgument;  // the stand-in reduces floats and doubles only
+    }
+    return ncclSuccess;
+}
+
+// Rank `comm`'s part of a collective: one rank runs it at once; else the last rank to arrive runs it
+// for every rank, the others wait for it (a minute at most: then a call that some rank never made
+// is an error, where a GPU would wait until the communicator is aborted).
+ncclResult_t collective(ncclComm_t comm, const Clique::Call& call) {
+    count(call.kind.c_str());
+    Clique& c = *comm->clique;
+    std::unique_lock lock(c.mutex);
+    c.calls[static_cast<std::size_t>(comm->rank)] = call;
+    if (++c.arrived == c.size) {
+        c.result = run(c.calls);
+        c.arrived = 0;
+        ++c.generation;
+        c.met.notify_all();
+        return c.result;
+    }
+    const std::uint64_t generation = c.generation;
+    if (!c.met.wait_for(lock, std::chrono::minutes(1), [&] { return c.generation != generation; })) {
+        --c.arrived;
+        return ncclSystemError;
+    }
+    return c.result;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t n, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t) {
-    count("ncclAllReduce");
-    std::memmove(recv, send, n * nccl_size(type));  // one rank: the sum and the mean are its own values
-    return ncclSuccess;
+    return collective(comm, {"ncclAllReduce", send, recv, n, type, op, 0});
 }
-ncclResult_t ncclBroadcast(const void* send, void* recv, size_t n, ncclDataType_t type, int, ncclComm_t, cudaStream_t) {
-    count("ncclBroadcast");
-    std::memmove(recv, send, n * nccl_size(type));
-    return ncclSuccess;
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t n, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t) {
+    return collective(comm, {"ncclBroadcast", send, recv, n, type, ncclSum, root});
 }
-ncclResult_t ncclAllGather(const void* send, void* recv, size_t n, ncclDataType_t type, ncclComm_t, cudaStream_t) {
-    count("ncclAllGather");
-    std::memmove(recv, send, n * nccl_size(type));
-    return ncclSuccess;
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t n, ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
+    return collective(comm, {"ncclAllGather", send, recv, n, type, ncclSum, 0});
 }
 
 }  // extern "C"
