@@ -95,8 +95,11 @@ TEST_CASE("nccl::load_shared fills each GPU's arena whatever device its caller h
     CheckpointArena<float> single(ckpt);
     (void)single.load(ckpt);
     const auto failures = nccl_test::on_every_device([&](int rank, int ranks, ncclComm_t comm, std::string& failed) {
-        CheckpointArena<float, sb::cuda::Allocator> shared(ckpt);  // on device `rank`
-        sb::cuda::set_device((rank + 1) % ranks);                  // the caller on another one
+        const sb::cuda::Stream stream;  // on device `rank`, as the arena's blocks
+        CheckpointArena<float, sb::cuda::Allocator> shared(ckpt, {}, stream.get());
+        (void)shared.arena().flat_data().device_data();
+        (void)shared.arena().flat_diff().device_data();
+        sb::cuda::set_device((rank + 1) % ranks);  // the caller on another one
         (void)sb::nccl::load_shared(shared, ckpt, comm);
         sb::cuda::set_device(rank);
         expect(same_bytes(shared, single), failed, "bytes differ from a load on one rank");

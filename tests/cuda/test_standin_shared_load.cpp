@@ -276,3 +276,29 @@ TEST_CASE("nccl::load_shared orders a blob on a stream of its own after the load
     };
     CHECK(count_waits(true) == count_waits(false) + 2);
 }
+
+TEST_CASE("nccl::load_shared works on the arena's device whatever device its caller has current",
+          "[standin][nccl][load][ordering]") {
+    // Two stand-in devices, a rank's arena on each (its stream and device blocks made there); each
+    // rank calls the load with the other device current. An event of one device recorded on a stream of another is an
+    // error (as on a GPU), so the load must make the arena's device current for what it queues.
+    const test::TempDir dir;
+    const Checkpoint ckpt = write_checkpoint(dir.path());
+    CheckpointArena<float> single(ckpt);
+    (void)single.load(ckpt);
+    syncblob_standin::set_device_count(2);
+    const auto failures = on_ranks(2, [&](int rank, ncclComm_t comm, std::string& failed) {
+        sb::cuda::set_device(rank);
+        const sb::cuda::Stream stream;  // on device `rank`
+        CheckpointArena<float, sb::cuda::Allocator> shared(ckpt, {}, stream.get());
+        (void)shared.arena().flat_data().device_data();  // its device blocks made on device `rank`
+        (void)shared.arena().flat_diff().device_data();
+        sb::cuda::set_device(1 - rank);
+        (void)nccl::load_shared(shared, ckpt, comm);
+        expect(sb::cuda::current_device() == 1 - rank, failed, "the caller's device not restored");
+        sb::cuda::set_device(rank);
+        expect(same_bytes(shared, single), failed, "bytes differ from a load on one rank");
+    });
+    syncblob_standin::set_device_count(1);
+    CHECK(failures == std::vector<std::string>(2));
+}

@@ -258,20 +258,7 @@ LoadReport CheckpointArena<T, A>::load_host(const detail::Plan& plan, const std:
         }
     }
     detail::Progress progress(options.progress, plan.source_bytes);
-    detail::ChunkQueue queue(plan.chunks.size());
-    const auto rule = options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
-    parallel::run(threads, [&](unsigned) {
-        try {
-            for (std::size_t c = 0; queue.next(c);) {
-                const auto& ch = plan.chunks[c];
-                detail::read_image<T>(ckpt, plan, ch, bases[ch.diff ? 1 : 0] + ch.arena_offset, false, rule);
-                progress.add(ch.source_bytes);
-            }
-        } catch (...) {
-            queue.fail();
-            throw;
-        }
-    });
+    detail::read_into_host<T>(ckpt, plan, bases[0], bases[1], threads, progress, detail::convert_rule(options));
     return LoadReport{};
 }
 
@@ -282,34 +269,22 @@ LoadReport CheckpointArena<T, A>::load_device(const detail::Plan& plan, const st
     LoadReport report;
     if constexpr (device_backend::has_device) {
         using Load = detail::DeviceLoad<T, A>;
-        int device = -1;
-        for (std::size_t i = 0; i < arena_.size() && device < 0; ++i) {
-            device = arena_[i].data_buffer()->device_id();
-        }
+        const int device = detail::arena_device(arena_);
         const DeviceGuard<device_backend> guard(device);  // the arena's blocks and streams are its device's
         typename Load::Targets targets;
-        std::vector<stream_type> streams;  // the streams the blobs' buffers use, once each (below)
-        const auto use = [&streams](stream_type s) {
-            if (streams.empty() || !(streams.back() == s)) {
-                streams.push_back(s);
-            }
-        };
         auto data = arena_.flat_data();  // each view checks every blob: once, not once per blob
         auto diff = arena_.flat_diff();
         for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_device, the host sides stale
             targets.data = reinterpret_cast<std::byte*>(data.mutable_device_data_for_overwrite(i, i + 1));
-            use(arena_[i].data_buffer()->stream());
             if (with_diff[i]) {
                 targets.diff = reinterpret_cast<std::byte*>(diff.mutable_device_data_for_overwrite(i, i + 1));
-                use(arena_[i].diff_buffer()->stream());
             }
         }
-        detail::keep_distinct(streams);
+        const std::vector<stream_type> streams = detail::load_streams(arena_, with_diff);
         for (const stream_type s : streams) {
             syncblob::detail::order_after<device_backend>(s, copy_stream);  // the copies overwrite what work on s uses
         }
-        Load load(ckpt, plan, targets, copy_stream, device,
-                  options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact);
+        Load load(ckpt, plan, targets, copy_stream, device, detail::convert_rule(options));
         detail::Progress progress(options.progress, plan.source_bytes);
         try {
             load.run(threads, detail::staging_blocks(options.staging_blocks, plan.chunks.size(), threads),

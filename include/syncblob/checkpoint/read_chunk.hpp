@@ -21,6 +21,7 @@
 #include <string>
 
 #include "../core/element.hpp"
+#include "../core/thread_pool.hpp"
 #include "../sim/async_device.hpp"
 #include "../sim/device.hpp"
 #include "../sim/timeline.hpp"
@@ -125,6 +126,32 @@ void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::b
         }
         at = piece.staging + bytes;
     }
+}
+
+/// The element conversion's rule that a checkpoint load's options ask for (`io::convert_rule` for io's).
+[[nodiscard]] inline io::detail::ConvertRule convert_rule(const LoadOptions& options) noexcept {
+    return options.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
+}
+
+/// Reads every chunk of `plan` (all direct) into host memory on `threads` reader threads, each
+/// claiming chunks in order: a chunk goes to `data` or `diff` (its buffer) at its arena offset.
+/// Reports each chunk to `progress`. \throws what a reader throws (the others stop at their chunk).
+template <Element T>
+void read_into_host(const Checkpoint& ckpt, const Plan& plan, std::byte* data, std::byte* diff, unsigned threads,
+                    Progress& progress, io::detail::ConvertRule rule) {
+    ChunkQueue queue(plan.chunks.size());
+    parallel::run(threads, [&](unsigned) {
+        try {
+            for (std::size_t c = 0; queue.next(c);) {
+                const Chunk& ch = plan.chunks[c];
+                read_image<T>(ckpt, plan, ch, (ch.diff ? diff : data) + ch.arena_offset, false, rule);
+                progress.add(ch.source_bytes);
+            }
+        } catch (...) {
+            queue.fail();
+            throw;
+        }
+    });
 }
 
 /// Reads the raw bytes of the pieces of device-converting chunk `c` into `staging`.

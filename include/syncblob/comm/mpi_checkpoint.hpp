@@ -107,21 +107,8 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const che
         // Read as CheckpointArena::load reads a host load: chunks claimed by the reader threads.
         report.threads = syncblob::checkpoint::detail::reader_threads(load.threads, plan.chunks.size());
         syncblob::checkpoint::detail::Progress progress(load.progress, plan.source_bytes);
-        syncblob::checkpoint::detail::ChunkQueue queue(plan.chunks.size());
-        const auto rule = load.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact;
-        parallel::run(report.threads, [&](unsigned) {
-            try {
-                for (std::size_t c = 0; queue.next(c);) {
-                    const auto& ch = plan.chunks[c];
-                    syncblob::checkpoint::detail::read_image<T>(ckpt, plan, ch,
-                                                                bases[ch.diff ? 1 : 0] + ch.arena_offset, false, rule);
-                    progress.add(ch.source_bytes);
-                }
-            } catch (...) {
-                queue.fail();
-                throw;
-            }
-        });
+        syncblob::checkpoint::detail::read_into_host<T>(ckpt, plan, bases[0], bases[1], report.threads, progress,
+                                                        syncblob::checkpoint::detail::convert_rule(load));
         report.bytes_read = plan.source_bytes;
         report.read_seconds = syncblob::checkpoint::detail::seconds_since(started);
     });

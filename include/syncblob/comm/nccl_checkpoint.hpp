@@ -59,7 +59,9 @@ using SharedLoadReport = syncblob::SharedLoadReport;
 /// `load` is what `CheckpointArena::load` takes (convert, saturate, chunk_bytes, threads,
 /// staging_blocks, progress — this rank's bytes); its `target` must not be `Target::host` (for the
 /// host side, `mpi::load_shared`). `options.timeout` bounds the agreement's wait for the other ranks,
-/// from the end of this rank's own reading.
+/// from the end of this rank's own reading. The load runs on the device of the arena's blocks,
+/// whatever device the caller has current (an arena without device blocks yet gets them on the
+/// current device, as on any first device access).
 /// \throws on the rank where it happens, the other ranks throwing StateError naming it: OptionError
 /// (`Target::host`), FormatError (a blob's tensor missing, a dtype other than T without `load.convert`,
 /// a value the conversion refuses, a shard cut short), ShapeError, IOError, StateError (an arena blob
@@ -80,6 +82,10 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const che
     const int rank = rank_size.first;
     const int ranks = rank_size.second;
     const stream_type stream = blobs.stream();
+    const int device = checkpoint::detail::arena_device(blobs);
+    // The arena's blocks and streams are its device's, whatever device the caller has current: the
+    // staging, the events recorded on its streams and the agreement's scratch are made there.
+    const DeviceGuard<Device> guard(device);  // the arena's blocks
 
     SharedLoadReport report;
     comm::detail::SharePlan share;
@@ -97,11 +103,6 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const che
         }
         share = comm::detail::plan_share(arena, ckpt, load, op, rank, ranks,
                                          std::numeric_limits<std::size_t>::max() / unit, true);
-        int device = -1;
-        for (std::size_t i = 0; i < blobs.size() && device < 0; ++i) {
-            device = blobs[i].data_buffer()->device_id();
-        }
-        const DeviceGuard<Device> guard(device);  // the arena's blocks and streams are its device's
         // Every blob's data, and the diffs the checkpoint holds, are about to be overwritten whole.
         data.emplace(blobs.flat_data());
         diff.emplace(blobs.flat_diff());
@@ -114,20 +115,13 @@ SharedLoadReport load_shared(checkpoint::CheckpointArena<T, A>& arena, const che
                     reinterpret_cast<std::byte*>(diff->mutable_device_data_for_overwrite(r.first_blob, r.end_blob));
             }
         }
-        for (std::size_t i = 0; i < blobs.size(); ++i) {
-            streams.push_back(blobs[i].data_buffer()->stream());
-            if (share.with_diff[i]) {
-                streams.push_back(blobs[i].diff_buffer()->stream());
-            }
-        }
-        checkpoint::detail::keep_distinct(streams);
+        streams = checkpoint::detail::load_streams(blobs, share.with_diff);
         std::erase(streams, stream);
         for (const stream_type s : streams) {
             syncblob::detail::order_after<Device>(s, stream);  // the copies overwrite what work on s uses
         }
-        checkpoint::detail::DeviceLoad<T, A> reader(
-            ckpt, share.plan, {bases[0], bases[1]}, stream, device,
-            load.saturate ? io::detail::ConvertRule::saturate : io::detail::ConvertRule::exact);
+        checkpoint::detail::DeviceLoad<T, A> reader(ckpt, share.plan, {bases[0], bases[1]}, stream, device,
+                                                    checkpoint::detail::convert_rule(load));
         checkpoint::detail::Progress progress(load.progress, share.plan.source_bytes);
         report.threads = checkpoint::detail::reader_threads(load.threads, share.plan.chunks.size());
         try {

@@ -3,17 +3,20 @@
 // at once on host memory ("device" memory is host memory), and is counted by name. A test program of the
 // backend's host code links this instead of libcudart, libcublas and libnccl, and can then count, with no
 // GPU, every synchronisation, synchronous copy and allocation a code path makes (standin.hpp). It
-// models one device, streams and events that are always complete (work runs when issued), and a
-// memory pool that reuses freed blocks of the same size, as cudaMemPool does, reporting its reserved
-// bytes. Only the calls syncblob makes, and the few a test needs to make a communicator, exist here.
-// NCCL: `ncclCommInitAll` of N makes N ranks of one communicator, each driven by a thread of its
-// own; a collective runs when every rank has called it (the last to arrive runs it for all, the
-// others wait), as the ranks' kernels would meet on a GPU.
+// models devices (one unless a test asks for more: each thread has its own current one, each stream,
+// event and device block is the device current when it was made, and an event is recorded only on a
+// stream of its own device, as CUDA requires), streams and events that are always complete (work runs
+// when issued), and a memory pool that reuses freed blocks of the same size, as cudaMemPool does,
+// reporting its reserved bytes. Only the calls syncblob makes, and the few a test needs to make a communicator, exist
+// here. NCCL: `ncclCommInitAll` of N makes N ranks of one communicator, each driven by a thread of its own; a
+// collective runs when every rank has called it (the last to arrive runs it for all, the others wait), as the ranks'
+// kernels would meet on a GPU.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -30,10 +33,10 @@
 #include "standin.hpp"
 
 struct CUstream_st {
-    int id = 0;
+    int device = 0;  // the device current when it was made
 };
 struct CUevent_st {
-    int id = 0;
+    int device = 0;
 };
 struct CUmemPoolHandle_st {
     std::map<std::size_t, std::vector<void*>> free_blocks;  // by size: blocks freed, kept for reuse
@@ -73,12 +76,14 @@ struct ncclComm {
 
 namespace {
 
+thread_local int current_device = 0;  // as CUDA's: each thread's own
+
 struct State {
     std::mutex mutex;
     std::map<std::string, std::uint64_t> calls;
-    std::map<const void*, std::uint64_t> frees_on;     // cudaFreeAsync calls, by stream
-    std::map<const void*, std::size_t> device_blocks;  // cudaMalloc and pool blocks, by start
-    int current = 0;
+    std::map<const void*, std::uint64_t> frees_on;                     // cudaFreeAsync calls, by stream
+    std::map<const void*, std::pair<std::size_t, int>> device_blocks;  // cudaMalloc and pool blocks: bytes, device
+    std::atomic<int> devices{1};
     std::mutex pools;              // the memory pools' own lock (the driver's, on a GPU)
     std::uint64_t capacity = 0;    // device memory; 0: unlimited
     std::uint64_t pool_bytes = 0;  // reserved by every pool
@@ -98,7 +103,7 @@ void count(const char* name) {
 void add_block(const void* p, std::size_t bytes) {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
-    s.device_blocks[p] = bytes;
+    s.device_blocks[p] = {bytes, current_device};
 }
 
 bool remove_block(const void* p) {
@@ -107,15 +112,21 @@ bool remove_block(const void* p) {
     return s.device_blocks.erase(p) != 0;
 }
 
-bool is_device(const void* p) {
+// The device of the device block `p` points into; -1 when it points into none.
+int device_block(const void* p) {
     auto& s = state();
     const std::lock_guard lock(s.mutex);
     auto it = s.device_blocks.upper_bound(p);
     if (it == s.device_blocks.begin()) {
-        return false;
+        return -1;
     }
     --it;
-    return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second;
+    return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.first ? it->second.second
+                                                                                                : -1;
+}
+
+bool is_device(const void* p) {
+    return device_block(p) >= 0;
 }
 
 void* host_block(std::size_t bytes) {
@@ -156,6 +167,10 @@ void reset() {
     s.frees_on.clear();
 }
 
+void set_device_count(int devices) {
+    state().devices.store(devices < 1 ? 1 : devices);
+}
+
 void set_device_capacity(std::uint64_t bytes) {
     auto& s = state();
     const std::lock_guard lock(s.pools);
@@ -177,18 +192,18 @@ const char* cudaGetErrorName(cudaError_t) {
     return "cudaErrorStandIn";
 }
 cudaError_t cudaGetDeviceCount(int* count) {
-    *count = 1;
+    *count = state().devices.load();
     return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
-    *device = state().current;
+    *device = current_device;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-    if (device != 0) {
+    if (device < 0 || device >= state().devices.load()) {
         return cudaErrorInvalidDevice;
     }
-    state().current = device;
+    current_device = device;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr, int) {
@@ -201,8 +216,9 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
     *attributes = cudaPointerAttributes{};
-    attributes->type = is_device(ptr) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
-    attributes->device = 0;
+    const int device = device_block(ptr);
+    attributes->type = device >= 0 ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+    attributes->device = device >= 0 ? device : current_device;
     return cudaSuccess;
 }
 
@@ -344,7 +360,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
 
 // ---- streams and events: work is done when issued ---------------------------------------------------
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-    *stream = new CUstream_st;
+    *stream = new CUstream_st{current_device};
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -361,15 +377,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
     count("cudaEventCreateWithFlags");
-    *event = new CUevent_st;
+    *event = new CUevent_st{current_device};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     delete event;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     count("cudaEventRecord");
+    // The special handles (null, cudaStreamLegacy, cudaStreamPerThread) are the current device's.
+    const bool special = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+    if (!special && stream->device != event->device) {
+        return cudaErrorInvalidResourceHandle;  // an event of one device, a stream of another
+    }
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t) {

@@ -20,5 +20,8 @@ void reset();
 /// Makes the memory pools fail an allocation (`cudaErrorMemoryAllocation`) that would take what all
 /// of them hold past `bytes`, unless a cached block serves it; 0: no limit.
 void set_device_capacity(std::uint64_t bytes);
+/// How many devices the stand-in has (1 until set; at least 1). Device memory is host memory whatever
+/// the device; what differs is the device of each stream, event and block.
+void set_device_count(int devices);
 
 }  // namespace syncblob_standin

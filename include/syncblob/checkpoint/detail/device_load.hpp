@@ -29,6 +29,38 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace checkpoint::detail {
 
+/// The device of an arena's blocks: that of its first blob with a device side (-1 when none has one).
+template <class Arena>
+[[nodiscard]] int arena_device(const Arena& arena) {
+    int device = -1;
+    for (std::size_t i = 0; i < arena.size() && device < 0; ++i) {
+        const auto& buffer = arena[i].data_buffer();
+        device = buffer ? buffer->device_id() : -1;
+    }
+    return device;
+}
+
+/// The streams of the buffers a load writes (every blob's data, and the diffs `with_diff` names),
+/// each once.
+template <class Arena>
+[[nodiscard]] std::vector<typename Arena::stream_type> load_streams(const Arena& arena,
+                                                                    const std::vector<bool>& with_diff) {
+    std::vector<typename Arena::stream_type> streams;
+    const auto use = [&streams](typename Arena::stream_type s) {
+        if (streams.empty() || !(streams.back() == s)) {  // most blobs share their neighbour's
+            streams.push_back(s);
+        }
+    };
+    for (std::size_t i = 0; i < arena.size(); ++i) {
+        use(arena[i].data_buffer()->stream());
+        if (with_diff[i]) {
+            use(arena[i].diff_buffer()->stream());
+        }
+    }
+    keep_distinct(streams);
+    return streams;
+}
+
 template <Element T, SyncedAllocator A>
 class DeviceLoad {
     using Device = typename A::device_backend;
