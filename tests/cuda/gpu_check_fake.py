@@ -63,7 +63,7 @@ def one_test(spec):
         if name in TWO_GPU_SKIPS:
             print("skipped: " + TWO_GPU_SKIPS[name])
         return 0
-    survivors = {"cuda.async_pool.free_async", "cuda.device.device_of", os.environ.get("GPU_CHECK_FAKE_SURVIVOR")}
+    survivors = {"cuda.device.device_of", os.environ.get("GPU_CHECK_FAKE_SURVIVOR")}
     return 0 if MUTANT in survivors else 1
 
 
