@@ -147,12 +147,13 @@ public:
     void read_elements(const Tensor& t, std::uint64_t first, std::uint64_t n, T* dst,
                        io::detail::ConvertRule rule) const {
         const std::uint64_t at = t.offset + first * dtype_size(t.dtype);
-        io::detail::read_elements(*files_[t.shard], at, t.dtype, false, static_cast<std::size_t>(n), dst,
-                                  "tensor \"" + t.name + "\" at byte " + std::to_string(at), rule);
+        io::detail::read_elements(
+            *files_[t.shard], at, t.dtype, false, static_cast<std::size_t>(n), dst,
+            [&] { return "tensor \"" + t.name + "\" at byte " + std::to_string(at); }, rule);
     }
     /// Reads `bytes` raw bytes of `t` from its byte `first` into `dst`. Thread-safe. \throws as read_elements.
     void read_bytes(const Tensor& t, std::uint64_t first, void* dst, std::size_t bytes) const {
-        files_[t.shard]->read_at(t.offset + first, dst, bytes, "tensor \"" + t.name + "\"");
+        files_[t.shard]->read_at(t.offset + first, dst, bytes, [&] { return "tensor \"" + t.name + "\""; });
     }
 
     /// Shard `i` as a `SafetensorsFile` of its own (opened anew), for loading tensors one by one.

@@ -299,9 +299,10 @@ private:
             return;
         }
         with_source([&](const auto& src) {
-            detail::read_elements(src, header_.data_start + e.begin, e.dtype, false, dst.size(), dst.data(),
-                                  "tensor \"" + e.name + "\" at byte " + std::to_string(header_.data_start + e.begin),
-                                  convert_rule(options_));
+            const std::uint64_t at = header_.data_start + e.begin;
+            detail::read_elements(
+                src, at, e.dtype, false, dst.size(), dst.data(),
+                [&] { return "tensor \"" + e.name + "\" at byte " + std::to_string(at); }, convert_rule(options_));
             return 0;
         });
     }

@@ -37,9 +37,10 @@ public:
     [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
 
     /// Copies `bytes` bytes at `offset`; past the end is a FormatError naming `where`.
-    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, std::string_view where) const {
+    template <ReadWhere Where>
+    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, const Where& where) const {
         if (offset > bytes_.size() || bytes > bytes_.size() - offset) {
-            io::throw_format_error(name_, where,
+            io::throw_format_error(name_, where_text(where),
                                    "input ends at byte " + std::to_string(bytes_.size()) + ", " +
                                        std::to_string(bytes) + " bytes expected at byte " + std::to_string(offset) +
                                        " (truncated)");
@@ -62,7 +63,8 @@ public:
     [[nodiscard]] std::uint64_t size() const noexcept { return file_.size(); }
     [[nodiscard]] const std::string& name() const noexcept { return name_; }
     [[nodiscard]] const InputFile& file() const noexcept { return file_; }
-    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, std::string_view where) const {
+    template <ReadWhere Where>
+    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, const Where& where) const {
         file_.read_at(offset, dst, bytes, where);
     }
 
@@ -89,10 +91,10 @@ inline void normalize_bools(void* data, std::size_t n) noexcept {
 /// Reads `n` elements of dtype `from` (big-endian when `big_endian`) at `offset` of `source` into
 /// `dst`, converting by `rule` when `from` is not T's dtype (the caller checked that conversion is
 /// allowed). \throws FormatError "<source>: <where>, element <i>: value ..." for the first value
-/// `ConvertRule::exact` refuses.
-template <Element T, class Source>
+/// `ConvertRule::exact` refuses (`where`: a text, or a callable that makes it only then).
+template <Element T, class Source, ReadWhere Where>
 void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool big_endian, std::size_t n, T* dst,
-                   std::string_view where, ConvertRule rule) {
+                   const Where& where, ConvertRule rule) {
     const std::size_t item = dtype_size(from);
     const bool swap = item > 1 && (big_endian != (std::endian::native == std::endian::big));
     if (from == dtype_of<T>) {
@@ -107,21 +109,25 @@ void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool 
         return;
     }
     constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
-    const std::size_t chunk = chunk_bytes / item;
-    const auto buffer = std::make_unique<unsigned char[]>(chunk_bytes);
+    const std::size_t chunk = std::min(chunk_bytes / item, n);  // no more than the elements need
+    // A small tensor's elements are staged on the stack: a load of many reads none from the heap.
+    alignas(16) unsigned char small[4096];
+    const auto heap = chunk * item > sizeof(small) ? std::make_unique_for_overwrite<unsigned char[]>(chunk * item)
+                                                   : std::unique_ptr<unsigned char[]>();
+    unsigned char* const buffer = heap ? heap.get() : small;
     for (std::size_t done = 0; done < n;) {
         const std::size_t m = std::min(chunk, n - done);
-        source.read_at(offset + done * item, buffer.get(), m * item, where);
+        source.read_at(offset + done * item, buffer, m * item, where);
         if (swap) {
-            byteswap_elements(buffer.get(), m, item);
+            byteswap_elements(buffer, m, item);
         }
         if constexpr (std::endian::native == std::endian::big) {
-            byteswap_elements(buffer.get(), m, item);  // convert_elements reads little-endian
+            byteswap_elements(buffer, m, item);  // convert_elements reads little-endian
         }
-        const std::size_t bad = convert_elements(from, buffer.get(), m, dst + done, rule);
+        const std::size_t bad = convert_elements(from, buffer, m, dst + done, rule);
         if (bad != m) {
-            io::throw_format_error(source.name(), std::string(where) + ", element " + std::to_string(done + bad),
-                                   conversion_problem_at<T>(from, buffer.get() + bad * item));
+            io::throw_format_error(source.name(), where_text(where) + ", element " + std::to_string(done + bad),
+                                   conversion_problem_at<T>(from, buffer + bad * item));
         }
         done += m;
     }

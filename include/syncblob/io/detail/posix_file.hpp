@@ -151,13 +151,15 @@ public:
     [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
     /// Reads exactly `bytes` bytes at `offset` into `dst`. A file that ends early (it shrank
-    /// since it was opened) is a FormatError naming `where`. \throws IOError on a read error.
+    /// since it was opened) is a FormatError naming `where` (a text, or a callable that makes it
+    /// only then). \throws IOError on a read error.
     ///
     /// A large read is split into contiguous parts read at once by the threads of syncblob's pool
     /// (`parallel::max_threads()`; at least `parallel_read_part` bytes each): copying from the page
     /// cache into fresh memory costs as much in page faults on the destination as in the copy, and
     /// each thread then takes the faults of its own part.
-    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, std::string_view where) const {
+    template <ReadWhere Where>
+    void read_at(std::uint64_t offset, void* dst, std::size_t bytes, const Where& where) const {
         const auto parts = static_cast<unsigned>(
             std::min<std::size_t>(parallel::max_threads(), std::max<std::size_t>(1, bytes / parallel_read_part)));
         if (parts <= 1) {
@@ -177,7 +179,8 @@ public:
 private:
     static constexpr std::size_t page_bytes = 4096;
 
-    void read_range(std::uint64_t offset, char* out, std::size_t bytes, std::string_view where) const {
+    template <ReadWhere Where>
+    void read_range(std::uint64_t offset, char* out, std::size_t bytes, const Where& where) const {
         while (bytes != 0) {
             const std::size_t chunk = bytes < max_io_chunk ? bytes : max_io_chunk;
             const ssize_t n = ::pread(fd_.get(), out, chunk, static_cast<off_t>(offset));
@@ -188,7 +191,7 @@ private:
                 throw_io_error("read", "cannot read", path_, errno);
             }
             if (n == 0) {
-                io::throw_format_error(path_.string(), where,
+                io::throw_format_error(path_.string(), where_text(where),
                                        "file ends at byte " + std::to_string(offset) + ", " + std::to_string(bytes) +
                                            " more bytes expected (truncated)");
             }

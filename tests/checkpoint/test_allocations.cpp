@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: BSD-2-Clause
+// What a load allocates per tensor: nothing beyond what its result holds. A load of N tensors makes a
+// few growing vectors (its plan) and its reader threads, never an allocation per tensor, such as the
+// text of an error it does not throw, and never more memory for a small tensor than its elements
+// need (a converting read staged each tensor in a zeroed block of 1 MiB). The program replaces the
+// global operator new to count the allocations of one call, so it is a program of its own.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <new>
+#include <string>
+#include <syncblob/checkpoint.hpp>
+#include <syncblob/io/safetensors.hpp>
+#include <vector>
+
+#include "../io/tempfile.hpp"
+
+namespace {
+
+std::atomic<bool> counting{false};
+std::atomic<std::size_t> allocations{0};
+std::atomic<std::size_t> allocated_bytes{0};
+
+void* allocate(std::size_t n) {
+    if (counting.load(std::memory_order_relaxed)) {
+        allocations.fetch_add(1, std::memory_order_relaxed);
+        allocated_bytes.fetch_add(n, std::memory_order_relaxed);
+    }
+    if (void* p = std::malloc(n == 0 ? 1 : n)) {
+        return p;
+    }
+    throw std::bad_alloc();
+}
+
+void* allocate_aligned(std::size_t n, std::align_val_t align) {
+    const auto a = static_cast<std::size_t>(align);
+    if (counting.load(std::memory_order_relaxed)) {
+        allocations.fetch_add(1, std::memory_order_relaxed);
+        allocated_bytes.fetch_add(n, std::memory_order_relaxed);
+    }
+    if (void* p = std::aligned_alloc(a, (std::max<std::size_t>(n, 1) + a - 1) / a * a)) {
+        return p;
+    }
+    throw std::bad_alloc();
+}
+
+struct Made {
+    std::size_t allocations = 0;
+    std::size_t bytes = 0;
+};
+
+// The allocations `f` makes, and their bytes.
+template <class F>
+Made allocations_of(F&& f) {
+    allocations = 0;
+    allocated_bytes = 0;
+    counting = true;
+    try {
+        f();
+    } catch (...) {
+        counting = false;
+        throw;
+    }
+    counting = false;
+    return {allocations.load(), allocated_bytes.load()};
+}
+
+// A name too long for any string's inline buffer, as real parameter names are.
+std::string long_name(std::size_t k) {
+    return "model.layers." + std::to_string(k) + ".self_attn.q_proj.weight";
+}
+
+}  // namespace
+
+// Every form, so that whatever any form allocates, the matching delete frees.
+void* operator new(std::size_t n) {
+    return allocate(n);
+}
+void* operator new[](std::size_t n) {
+    return allocate(n);
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    try {
+        return allocate(n);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+    return operator new(n, t);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+    return allocate_aligned(n, a);
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+    return allocate_aligned(n, a);
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+    try {
+        return allocate_aligned(n, a);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+    return operator new(n, a, t);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+
+using namespace syncblob;
+
+namespace {
+
+// A checkpoint of `n` tensors of two T each (half of them with their diff), in several shards.
+template <class T>
+checkpoint::Checkpoint save_tensors(const std::filesystem::path& dir, std::size_t n) {
+    checkpoint::Writer w;
+    std::vector<Blob<T>> blobs;
+    blobs.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+        auto& b = blobs.emplace_back(Shape{2});
+        b.fill(static_cast<T>(k));
+        b.fill_diff(T{-1});
+        w.add(long_name(k), b, k % 2 == 0);
+    }
+    checkpoint::SaveOptions save;
+    save.max_shard_bytes = 8000;
+    return checkpoint::Checkpoint::open(w.save(dir, save));
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint load makes no allocation per tensor, whatever the names' length", "[checkpoint][host]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 2000;
+    const bool f64 = GENERATE(false, true);  // F32 read as it is, or F64 read through the conversion
+    CAPTURE(f64);
+    const auto ckpt = f64 ? save_tensors<double>(dir.path(), n) : save_tensors<float>(dir.path(), n);
+    REQUIRE(ckpt.shards().size() > 1);
+    checkpoint::CheckpointArena<float> arena(ckpt);
+    checkpoint::LoadOptions options;
+    options.threads = 1;
+    options.chunk_bytes = 4096;  // many chunks, several tensors each
+    options.convert = f64;
+    checkpoint::LoadReport loaded;
+    const Made made = allocations_of([&] { loaded = arena.load(ckpt, options); });
+    REQUIRE(loaded.tensors == n + n / 2);
+    CHECK(arena[long_name(n - 1)].host_data()[1] == static_cast<float>(n - 1));
+    CHECK(arena[long_name(0)].host_diff()[0] == -1.0f);
+    // The plan's vectors grow geometrically: a few dozen allocations for 3000 tensors, of some 250
+    // bytes a tensor in all. One allocation per tensor would be 3000, and a block of 1 MiB per
+    // tensor 3 GB.
+    CHECK(made.allocations < 200);
+    CHECK(made.bytes < loaded.tensors * 512);
+}
+
+TEST_CASE("a safetensors load converts small tensors without a block of its own for each", "[io][safetensors]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 2000;
+    std::map<std::string, Blob<double>> blobs;
+    for (std::size_t k = 0; k < n; ++k) {
+        blobs.emplace(long_name(k), Shape{2}).first->second.fill(static_cast<double>(k));
+    }
+    const auto file = dir.path() / "f64.safetensors";
+    io::save_safetensors(file, blobs);
+    io::LoadOptions options;
+    options.convert = true;
+    const auto source = io::SafetensorsFile::open(file, options);
+    std::map<std::string, Blob<float>> loaded;
+    const Made made = allocations_of([&] { loaded = source.load_all<float>(); });
+    REQUIRE(loaded.size() == n);
+    CHECK(loaded.at(long_name(n - 1)).host_data()[0] == static_cast<float>(n - 1));
+    // What the blobs hold (each a Blob and two buffers of under 1 KB, their memory, a map node):
+    // a few KB a tensor at most, where a block of 1 MiB per tensor made 2 GB.
+    CHECK(made.bytes < n * 8192);
+}
