@@ -293,28 +293,32 @@ inline void SafetensorsHeaderHandler::validate(const std::vector<SafetensorsEntr
     std::uint64_t at = 0;
     const SafetensorsEntry* previous = nullptr;
     for (const auto& e : entries) {
-        const std::string where =
-            "tensor \"" + e.name + "\": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+        // Built only to throw: a header of a million tensors builds no text for those that pass.
+        const auto where = [&e] {
+            return "tensor \"" + e.name + "\": data_offsets [" + std::to_string(e.begin) + ", " +
+                   std::to_string(e.end) + "]";
+        };
         if (e.end < e.begin) {
-            fail(where, "end before begin");
+            fail(where(), "end before begin");
         }
         if (e.begin > at) {
-            fail(where, "gap: data bytes [" + std::to_string(at) + ", " + std::to_string(e.begin) +
-                            ") belong to no tensor (offsets must be contiguous from 0)");
+            fail(where(), "gap: data bytes [" + std::to_string(at) + ", " + std::to_string(e.begin) +
+                              ") belong to no tensor (offsets must be contiguous from 0)");
         }
         if (e.begin < at) {
-            fail(where, "overlaps tensor \"" + previous->name + "\", which ends at data byte " + std::to_string(at));
+            fail(where(), "overlaps tensor \"" + previous->name + "\", which ends at data byte " + std::to_string(at));
         }
         const std::size_t item = dtype_size(e.dtype);
         if (e.count > std::numeric_limits<std::uint64_t>::max() / item) {
-            fail(where, "the byte size of the shape overflows");
+            fail(where(), "the byte size of the shape overflows");
         }
         if (e.end - e.begin != e.count * item) {
-            fail(where, "hold " + std::to_string(e.end - e.begin) + " bytes, shape " + safetensors_shape_text(e.shape) +
-                            " of " + std::string(dtype_name(e.dtype)) + " needs " + std::to_string(e.count * item));
+            fail(where(), "hold " + std::to_string(e.end - e.begin) + " bytes, shape " +
+                              safetensors_shape_text(e.shape) + " of " + std::string(dtype_name(e.dtype)) + " needs " +
+                              std::to_string(e.count * item));
         }
         if (e.end > data_bytes) {
-            fail(where, "past the end of the data (" + std::to_string(data_bytes) + " bytes; truncated)");
+            fail(where(), "past the end of the data (" + std::to_string(data_bytes) + " bytes; truncated)");
         }
         at = e.end;
         previous = &e;
