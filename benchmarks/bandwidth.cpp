@@ -2,6 +2,9 @@
 // Compiled with -march=native -O3 in every benchmark build (see CMakeLists.txt).
 #include "bandwidth.hpp"
 
+#include <bit>
+#include <cmath>
+
 namespace syncblob_bench {
 namespace {
 
@@ -68,14 +71,46 @@ std::uint64_t run(Pattern pattern, U* a, const U* b, const U* c, std::size_t fir
                 a[i] = b[i] ^ (c[i] & sign_bit<U>);
             }
             return static_cast<std::uint64_t>(a[first]);
+        case Pattern::read1_abs:  // floating point: magnitudes()
+            return 0;
     }
     return 0;
+}
+
+// Σ|a[i]| in independent lanes, as read1 sums words: each lane adds the magnitudes of its own
+// elements (no reordering of any lane's additions, so the loop vectorises without -ffast-math).
+// 512 bytes of lanes, eight 512-bit vectors (enough sums in flight to cover the add's latency on two
+// ports), folded as a tree (a sequential sum of the lanes would cost more than the loop at 2^10).
+template <class F>
+std::uint64_t magnitudes(const F* a, std::size_t first, std::size_t last) {
+    constexpr std::size_t n = 512 / sizeof(F);
+    F lanes[n] = {};
+    std::size_t i = first;
+    for (; i + n <= last; i += n) {
+        for (std::size_t j = 0; j < n; ++j) {
+            lanes[j] += std::fabs(a[i + j]);
+        }
+    }
+    for (std::size_t w = n / 2; w > 0; w /= 2) {
+        for (std::size_t j = 0; j < w; ++j) {
+            lanes[j] += lanes[j + w];
+        }
+    }
+    F s = lanes[0];
+    for (; i < last; ++i) {
+        s += std::fabs(a[i]);
+    }
+    return std::bit_cast<std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>>(s);
 }
 
 }  // namespace
 
 std::uint64_t bandwidth_probe(Pattern pattern, std::size_t word_bytes, void* a, const void* b, const void* c,
                               std::size_t first, std::size_t last) {
+    if (pattern == Pattern::read1_abs) {
+        return word_bytes == 4 ? magnitudes(static_cast<const float*>(a), first, last)
+                               : magnitudes(static_cast<const double*>(a), first, last);
+    }
     if (word_bytes == 4) {
         return run(pattern, static_cast<std::uint32_t*>(a), static_cast<const std::uint32_t*>(b),
                    static_cast<const std::uint32_t*>(c), first, last);

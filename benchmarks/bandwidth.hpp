@@ -12,7 +12,11 @@ namespace syncblob_bench {
 
 /// Access patterns: one read stream (asum, sumsq), two read streams (dot), read-modify-write of one
 /// array (scale), read-modify-write of one array with a second read stream (update), STREAM triad.
-enum class Pattern { read1, read2, rmw1, rmw2, triad };
+/// And one that is not only memory: `read1_abs`, one read stream with asum's own arithmetic (each
+/// element's magnitude added in floating point: clear the sign, add), the best an ordinary loop
+/// compiled for this machine makes of asum's work, for the sizes where that arithmetic and not the
+/// memory is what limits it.
+enum class Pattern { read1, read2, rmw1, rmw2, triad, read1_abs };
 
 /// Runs `pattern` over words of `word_bytes` (4 or 8) at a, b, c, elements [first, last). Returns a
 /// value that depends on what was read (so nothing is optimised away).

@@ -112,6 +112,8 @@ const char* pattern_name(Pattern p) {
             return "rmw2";
         case Pattern::triad:
             return "triad";
+        case Pattern::read1_abs:
+            return "read1-abs";
     }
     return "?";
 }
@@ -133,6 +135,7 @@ Pattern pattern_of(Op op) {
 int streams(Pattern p) {
     switch (p) {
         case Pattern::read1:
+        case Pattern::read1_abs:
             return 1;
         case Pattern::read2:
         case Pattern::rmw1:
@@ -609,6 +612,24 @@ void bench_blob_overhead(benchmark::State& state, Row& row, Op op, std::int64_t 
            bytes_per_call<T>(pattern_of(op), n));
 }
 
+// asum's limits on one thread: the blob-level call against the probe that does asum's own arithmetic
+// (`arith`: 1 when syncblob costs what an ordinary loop of that arithmetic costs), and that probe
+// against the read probe (`bw-read1-abs`: how far asum's arithmetic, two vector operations a vector
+// where the read probe has one, lets a loop follow the loads; at sizes in L1 and L2 on a CPU with two
+// vector ports for 512-bit operations, about half).
+template <class T>
+void bench_asum_arith(benchmark::State& state, Row& row, std::int64_t n) {
+    const Settings settings(1, false);
+    Operands<T> blobs(n);
+    paired(state, row, operation<T>(Op::asum, Impl::blob, n, blobs), probe<T>(Pattern::read1_abs, n, 1),
+           bytes_per_call<T>(Pattern::read1, n));
+}
+template <class T>
+void bench_arith_probe(benchmark::State& state, Row& row, std::int64_t n) {
+    paired(state, row, probe<T>(Pattern::read1_abs, n, 1), probe<T>(Pattern::read1, n, 1),
+           bytes_per_call<T>(Pattern::read1, n));
+}
+
 // Two threads forced (threshold 1) against the same call on one thread: the ratio is the speed-up.
 template <class T>
 void bench_op_threads(benchmark::State& state, Row& row, Op op, std::int64_t n) {
@@ -749,6 +770,10 @@ void register_size(int log2n) {
         }
         if (log2n <= 16) {  // where a call is short enough for its fixed cost to show
             add_row(name(op_name(op), "syncblob-vs-raw", "1t"), bench_blob_overhead<T>, op, n);
+        }
+        if (op == Op::asum && log2n <= 18) {  // in L1 and L2, where arithmetic can limit a read
+            add_row(name("asum", "syncblob-vs-arith", "1t"), bench_asum_arith<T>, n);
+            add_row(name("bw-read1-abs", "vs-read1", "1t"), bench_arith_probe<T>, n);
         }
         const std::int64_t data_bytes = n * std::int64_t{sizeof(T)};
         const bool long_split = data_bytes >= (std::int64_t{8} << 20) && data_bytes <= (std::int64_t{32} << 20);
