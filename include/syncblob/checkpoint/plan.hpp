@@ -138,6 +138,7 @@ public:
 
     /// Adds the tensors of one of the arena's buffers, in its order.
     void add(std::span<const PlanTensor> tensors, bool diff) {
+        plan_.pieces.reserve(plan_.pieces.size() + tensors.size());  // a piece each at least: no regrowth
         for (const auto& t : tensors) {
             for (std::uint64_t e = t.first; e < t.first + t.count;) {
                 if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff ||
