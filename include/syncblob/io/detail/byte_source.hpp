@@ -111,10 +111,10 @@ void read_elements(const Source& source, std::uint64_t offset, Dtype from, bool 
     constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
     const std::size_t chunk = std::min(chunk_bytes / item, n);  // no more than the elements need
     // A small tensor's elements are staged on the stack: a load of many reads none from the heap.
-    alignas(16) unsigned char small[4096];
-    const auto heap = chunk * item > sizeof(small) ? std::make_unique_for_overwrite<unsigned char[]>(chunk * item)
-                                                   : std::unique_ptr<unsigned char[]>();
-    unsigned char* const buffer = heap ? heap.get() : small;
+    alignas(16) unsigned char on_stack[4096];
+    const auto heap = chunk * item > sizeof(on_stack) ? std::make_unique_for_overwrite<unsigned char[]>(chunk * item)
+                                                      : std::unique_ptr<unsigned char[]>();
+    unsigned char* const buffer = heap ? heap.get() : on_stack;
     for (std::size_t done = 0; done < n;) {
         const std::size_t m = std::min(chunk, n - done);
         source.read_at(offset + done * item, buffer, m * item, where);
