@@ -29,24 +29,14 @@ std::atomic<bool> counting{false};
 std::atomic<std::size_t> allocations{0};
 std::atomic<std::size_t> allocated_bytes{0};
 
-void* allocate(std::size_t n) {
+// Counts `n` bytes while counting is on, then allocates them aligned to `align` (0: malloc's own).
+void* allocate(std::size_t n, std::size_t align = 0) {
     if (counting.load(std::memory_order_relaxed)) {
         allocations.fetch_add(1, std::memory_order_relaxed);
         allocated_bytes.fetch_add(n, std::memory_order_relaxed);
     }
-    if (void* p = std::malloc(n == 0 ? 1 : n)) {
-        return p;
-    }
-    throw std::bad_alloc();
-}
-
-void* allocate_aligned(std::size_t n, std::align_val_t align) {
-    const auto a = static_cast<std::size_t>(align);
-    if (counting.load(std::memory_order_relaxed)) {
-        allocations.fetch_add(1, std::memory_order_relaxed);
-        allocated_bytes.fetch_add(n, std::memory_order_relaxed);
-    }
-    if (void* p = std::aligned_alloc(a, (std::max<std::size_t>(n, 1) + a - 1) / a * a)) {
+    const std::size_t bytes = std::max<std::size_t>(n, 1);
+    if (void* p = align == 0 ? std::malloc(bytes) : std::aligned_alloc(align, (bytes + align - 1) / align * align)) {
         return p;
     }
     throw std::bad_alloc();
@@ -98,14 +88,14 @@ void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
     return operator new(n, t);
 }
 void* operator new(std::size_t n, std::align_val_t a) {
-    return allocate_aligned(n, a);
+    return allocate(n, static_cast<std::size_t>(a));
 }
 void* operator new[](std::size_t n, std::align_val_t a) {
-    return allocate_aligned(n, a);
+    return allocate(n, static_cast<std::size_t>(a));
 }
 void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
     try {
-        return allocate_aligned(n, a);
+        return allocate(n, static_cast<std::size_t>(a));
     } catch (...) {
         return nullptr;
     }
