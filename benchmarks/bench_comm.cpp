@@ -7,13 +7,13 @@
 // allreduce_diff, `bucketed_sum` and `bucketed_mean` through iallreduce_diff (buckets of 25 MiB) and
 // wait(). The row `raw` is the control: a second plain buffer in place of the arena, so its ratio
 // is the baseline against itself, and how far it is from 1 is the noise of that run; the row `ring`
-// is syncblob's ring all-reduce (a mean, in the pieces a call would choose: 4 MiB on one host, 16
-// MiB across hosts) called directly on that second buffer, without the arena and the checks of a
-// call around it. The row `agreement` is a call on an arena of one empty blob, which moves no data
-// but agrees as every call does first: its `ratio` is the raw all-reduce of S bytes over what the
-// agreement alone costs. Before each call every rank meets at a barrier, and the time of a call is
-// the longest over the ranks.
-// Reported per row (medians over the iterations):
+// is syncblob's own all-reduce (a mean, in the pieces a call would choose: 4 MiB on one host, 16
+// MiB across hosts; halving and doubling on a power of two ranks, else the ring) called directly on
+// that second buffer, without the arena and the checks of a call around it, and `ring_schedule` the
+// same with the ring's schedule on any number of ranks (what the engine was before halving and doubling). The row
+// `agreement` is a call on an arena of one empty blob, which moves no data but agrees as every call does first: its
+// `ratio` is the raw all-reduce of S bytes over what the agreement alone costs. Before each call every rank meets at a
+// barrier, and the time of a call is the longest over the ranks. Reported per row (medians over the iterations):
 //   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
 //   raw_busbw    the same for the raw MPI_Allreduce
 //   ratio        raw time / arena time (1 = the arena costs nothing over MPI itself)
@@ -106,7 +106,7 @@ void add_layers(sb::ParameterArena<float>& arena, std::size_t bytes) {
     arena.add({floats - used - 64});
 }
 
-enum class Variant { raw, ring, sum, mean, bucketed_sum, bucketed_mean, agreement };
+enum class Variant { raw, ring, ring_schedule, sum, mean, bucketed_sum, bucketed_mean, agreement };
 
 void allreduce(benchmark::State& state, Variant variant) {
     const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
@@ -123,7 +123,7 @@ void allreduce(benchmark::State& state, Variant variant) {
     sb::ParameterArena<float> empty;  // Variant::agreement: a call that moves no data, only agrees
     empty.add({0});
     empty.seal();
-    const bool plain = variant == Variant::raw || variant == Variant::ring;
+    const bool plain = variant == Variant::raw || variant == Variant::ring || variant == Variant::ring_schedule;
     std::vector<float> control(plain ? raw.size() : 0, 1.0f);
     const double measured = plain ? static_cast<double>(bytes) : static_cast<double>(arena.bytes());
     MPI_Comm ring_comm = MPI_COMM_NULL;
@@ -146,9 +146,11 @@ void allreduce(benchmark::State& state, Variant variant) {
                 MPI_Allreduce(MPI_IN_PLACE, control.data(), static_cast<int>(control.size()), MPI_FLOAT, MPI_SUM,
                               MPI_COMM_WORLD);
                 break;
-            case Variant::ring: {
-                sb::mpi::detail::RingAllreduce<float> ring(ring_comm, true, ring_piece / sizeof(float),
-                                                           sb::mpi::ring_pieces_in_flight, "bench_comm");
+            case Variant::ring:
+            case Variant::ring_schedule: {
+                using Engine = sb::mpi::detail::RingAllreduce<float>;
+                Engine ring(ring_comm, true, ring_piece / sizeof(float), sb::mpi::ring_pieces_in_flight, "bench_comm",
+                            variant == Variant::ring ? Engine::Schedule::automatic : Engine::Schedule::ring);
                 ring.add(control.data(), control.size());
                 ring.wait(MPI_COMM_WORLD, sb::mpi::detail::Deadline{}, "the ring",
                           [] { return std::vector<std::shared_ptr<void>>{}; });
@@ -346,7 +348,8 @@ void register_all() {
     for (const int mib : {1, 4, 16, 64, 256}) {
         const int iterations = mib <= 4 ? 40 : mib <= 16 ? 20 : mib <= 64 ? 10 : 5;
         for (const auto& [name, variant] :
-             {std::pair{"raw", Variant::raw}, std::pair{"ring", Variant::ring}, std::pair{"sum", Variant::sum},
+             {std::pair{"raw", Variant::raw}, std::pair{"ring", Variant::ring},
+              std::pair{"ring_schedule", Variant::ring_schedule}, std::pair{"sum", Variant::sum},
               std::pair{"mean", Variant::mean}, std::pair{"bucketed_sum", Variant::bucketed_sum},
               std::pair{"bucketed_mean", Variant::bucketed_mean}, std::pair{"agreement", Variant::agreement}}) {
             benchmark::RegisterBenchmark((std::string("allreduce/") + name).c_str(), allreduce, variant)

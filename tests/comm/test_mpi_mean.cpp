@@ -3,12 +3,15 @@
 // values, added in some order, divided by the number of ranks and rounded once, with the same bits
 // on every rank. Checked exactly, against every order of addition, on values with full mantissas,
 // quotients in the subnormal range and a sum that overflows, for the blocking and the bucketed form,
-// on 4 ranks (a power of two) and on 3 (ctest runs both). And the ring all-reduce's own messages:
-// they never match a receive of the caller's on the same communicator, and the private
-// communicator that carries them goes with the caller's.
+// on 4 ranks (a power of two) and on 3 (ctest runs both), through each schedule of the engine that
+// averages (halving and doubling on a power of two ranks, the ring on any number). And the engine's
+// own messages: as many rounds as its schedule takes (counted through MPI's profiling interface),
+// never matching a receive of the caller's on the same communicator, carried by a private
+// communicator that goes with the caller's.
 #include <mpi.h>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +29,18 @@ using syncblob::ParameterArena;
 using syncblob::Reduce;
 namespace mpi = syncblob::mpi;
 using namespace std::chrono_literals;
+
+namespace {
+std::atomic<long> sends{0};  // MPI_Isend calls of this process
+}  // namespace
+
+// MPI's profiling interface: this definition takes the place of the library's, counts, and calls the
+// library's own (PMPI_Isend). Every point-to-point message of syncblob's all-reduce engine is one.
+extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                         MPI_Request* request) {
+    sends.fetch_add(1, std::memory_order_relaxed);
+    return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+}
 
 namespace {
 
@@ -192,6 +207,57 @@ TEMPLATE_TEST_CASE("mpi: a mean is the ranks' sum in some order divided once, wi
     pending.wait();
     CHECK(broken(arena, reduce, MPI_COMM_WORLD) == 0);
     CHECK(same_on_every_rank(arena, MPI_COMM_WORLD));
+}
+
+TEST_CASE("mpi: the engine's ring schedule keeps the rule on any number of ranks", "[mpi][mean]") {
+    // On a power of two ranks a call takes halving and doubling; the ring, which it takes on other
+    // numbers of ranks, is checked here on this one too.
+    const int ranks = size_of(MPI_COMM_WORLD);
+    if (ranks > most_ranks) {
+        return;
+    }
+    OwnComm own;
+    ParameterArena<double> arena;
+    build(arena);
+    using Engine = mpi::detail::RingAllreduce<double>;
+    const auto schedule = GENERATE(Engine::Schedule::ring, Engine::Schedule::automatic);
+    const Reduce reduce = GENERATE(Reduce::mean, Reduce::sum);
+    INFO((schedule == Engine::Schedule::ring ? "ring" : "automatic") << ", " << ranks << " ranks");
+    fill(arena, MPI_COMM_WORLD);
+    Engine engine(own.comm, reduce == Reduce::mean, 100, 3, "test", schedule);  // pieces of 100: chunks of 25 and 33
+    for (auto& blob : arena.blobs()) {
+        (void)engine.add(blob.mutable_host_diff().data(), static_cast<std::size_t>(blob.count()));
+    }
+    engine.wait(MPI_COMM_WORLD, mpi::detail::Deadline{}, "the test's all-reduce",
+                [] { return std::vector<std::shared_ptr<void>>{}; });
+    CHECK(broken(arena, reduce, MPI_COMM_WORLD) == 0);
+    CHECK(same_on_every_rank(arena, MPI_COMM_WORLD));
+}
+
+TEST_CASE(
+    "mpi: a mean takes 2 log2(ranks) rounds of messages on a power of two ranks, the ring's 2 (ranks - 1) "
+    "on others",
+    "[mpi][mean]") {
+    // Each round is a message to one rank and one from another, and waits for the slower of the two:
+    // on ranks sharing busy cores, each costs a rank's wait to be scheduled (docs/scaling-out.md).
+    const int ranks = size_of(MPI_COMM_WORLD);
+    int rounds = 2 * (ranks - 1);
+    if ((ranks & (ranks - 1)) == 0) {
+        rounds = 0;
+        for (int r = ranks; r > 1; r >>= 1) {
+            rounds += 2;
+        }
+    }
+    ParameterArena<float> arena;
+    arena.add({4096});  // one piece
+    arena.seal();
+    fill(arena, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const long before = sends.load();
+    mpi::allreduce_diff(arena, MPI_COMM_WORLD, Reduce::mean);
+    INFO(ranks << " ranks");
+    CHECK(sends.load() - before == rounds);  // 4 ranks: 4 where the ring took 6
+    CHECK(broken(arena, Reduce::mean, MPI_COMM_WORLD) == 0);
 }
 
 TEST_CASE("mpi: the bucketed form's mean is its sum divided by the number of ranks, bit for bit", "[mpi][mean]") {

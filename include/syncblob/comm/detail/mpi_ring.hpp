@@ -8,9 +8,20 @@
 /// fewer than 4 ranks, through one rank and back: 0.5–0.9 of the blocking call).
 ///
 /// The buffer is reduced in consecutive pieces, a few at a time. Each piece is cut into one chunk
-/// per rank; in ranks − 1 steps each rank sends a chunk to the next rank and adds the chunk it
-/// receives from the previous one into its own (reduce-scatter), after which rank r holds chunk
-/// r + 1 summed over every rank; in ranks − 1 more steps the summed chunks go round (all-gather).
+/// per rank and reduced in two phases: a reduce-scatter, after which each rank holds one chunk summed
+/// over every rank, and an all-gather that gives every rank the others' summed chunks. Two schedules:
+/// - **halving and doubling**, when the number of ranks is a power of two: in step k of the
+///   reduce-scatter each rank exchanges half of the chunks it still holds with rank `rank ^ 2^k`,
+///   keeps the half its bit k names and adds what it received into it; the all-gather retraces the
+///   steps backwards, each rank sending all it holds and receiving the partner's half. 2·log2(ranks)
+///   steps, the nearest ranks first (with ranks numbered host by host, the farthest pairs exchange
+///   the fewest bytes).
+/// - **the ring**, otherwise: in ranks − 1 steps each rank sends a chunk to the next rank and adds the
+///   chunk it receives from the previous one into its own, after which rank r holds chunk r + 1
+///   summed over every rank; in ranks − 1 more steps the summed chunks go round.
+/// Both send each rank the same bytes, (ranks − 1) / ranks of the piece each way in each phase; the
+/// first makes fewer rounds of messages, each of which waits for the slowest rank of its pair (on
+/// 4 ranks sharing 2 busy cores, 6 rounds took 20 ms for 4 MiB where 4 took 13: docs/scaling-out.md).
 /// For a mean, the last addition of each chunk also divides it by the number of ranks: the quotient
 /// costs no pass of its own. Every element is summed once, on one rank, and copied to the others: every
 /// rank ends with the same bits.
@@ -59,12 +70,22 @@ void add_into(T* __restrict a, const T* __restrict b, std::size_t n, int ranks =
 template <MpiElement T>
 class RingAllreduce {
 public:
+    /// The order of the messages: halving and doubling where the ranks are a power of two, else the
+    /// ring (`automatic`), or the ring always (for comparing the two).
+    enum class Schedule { automatic, ring };
+
     /// Pieces of consecutive runs of `piece` elements (each split again at `max_count`), at most
     /// `in_flight` of them at a time; `mean`: divide by the number of ranks.
-    RingAllreduce(MPI_Comm comm, bool mean, std::size_t piece, std::size_t in_flight, std::string_view op)
+    RingAllreduce(MPI_Comm comm, bool mean, std::size_t piece, std::size_t in_flight, std::string_view op,
+                  Schedule schedule = Schedule::automatic)
         : comm_(comm), mean_(mean), piece_(std::max<std::size_t>(piece, 1)), op_(op) {
         check(MPI_Comm_size(comm, &ranks_), op, "MPI_Comm_size");
         check(MPI_Comm_rank(comm, &rank_), op, "MPI_Comm_rank");
+        if (schedule == Schedule::automatic && (ranks_ & (ranks_ - 1)) == 0) {
+            for (int r = ranks_; r > 1; r >>= 1) {
+                ++levels_;
+            }
+        }
         slots_.resize(std::max<std::size_t>(in_flight, 1));
         requests_.assign(2 * slots_.size(), MPI_REQUEST_NULL);
     }
@@ -78,6 +99,7 @@ public:
             ranks_ = other.ranks_;
             rank_ = other.rank_;
             mean_ = other.mean_;
+            levels_ = other.levels_;
             piece_ = other.piece_;
             op_ = other.op_;
             pieces_ = std::exchange(other.pieces_, {});
@@ -176,23 +198,61 @@ private:
         }
     }
 
+    // The steps of each phase.
+    [[nodiscard]] int steps() const noexcept { return levels_ > 0 ? levels_ : ranks_ - 1; }
+
+    // Halving and doubling: the chunks [first, last) this rank holds after `halvings` steps of the
+    // reduce-scatter (step k keeps the upper half of the range where bit k of the rank is set).
+    [[nodiscard]] std::pair<int, int> held(int halvings) const noexcept {
+        int first = 0;
+        int last = ranks_;
+        for (int k = 0; k < halvings; ++k) {
+            const int middle = first + (last - first) / 2;
+            ((rank_ >> k) & 1) != 0 ? first = middle : last = middle;
+        }
+        return {first, last};
+    }
+
+    // One message of a step: to or from `rank`, chunks [first, last) of the piece.
+    struct Message {
+        int rank = 0;
+        int first = 0;
+        int last = 0;
+    };
+    // What slot step `step` (of 2 * steps()) sends, and receives (into scratch while reducing).
+    [[nodiscard]] std::pair<Message, Message> messages(int step) const noexcept {
+        const int n = steps();
+        const bool scatter = step < n;
+        if (levels_ > 0) {
+            const int k = scatter ? step : 2 * n - 1 - step;  // the all-gather retraces the reduce-scatter
+            const int partner = rank_ ^ (1 << k);
+            const auto [first, last] = held(k);
+            const int middle = first + (last - first) / 2;
+            const bool upper = ((rank_ >> k) & 1) != 0;
+            const Message keep{partner, upper ? middle : first, upper ? last : middle};
+            const Message give{partner, upper ? first : middle, upper ? middle : last};
+            // reduce-scatter: give half, receive the partner's of the half kept; all-gather: the reverse
+            return scatter ? std::pair{give, keep} : std::pair{keep, give};
+        }
+        const int k = scatter ? step : step - n;
+        const int send = wrap(scatter ? rank_ - k : rank_ + 1 - k);
+        const int receive = wrap(rank_ - k - 1 + (scatter ? 0 : 1));
+        return {Message{wrap(rank_ + 1), send, send + 1}, Message{wrap(rank_ - 1), receive, receive + 1}};
+    }
+
     // Posts the current step of slot `s`, or frees the slot when its piece is done.
     void post(std::size_t s) {
         Slot& slot = slots_[s];
         const Piece& piece = pieces_[slot.piece];
-        const int steps = ranks_ - 1;
-        if (slot.step >= 2 * steps) {
+        if (slot.step >= 2 * steps()) {
             slot.step = -1;
             ++finished_;
             return;
         }
-        const bool scatter = slot.step < steps;
-        const int k = scatter ? slot.step : slot.step - steps;
-        const int send = wrap(scatter ? rank_ - k : rank_ + 1 - k);
-        const int receive = wrap(rank_ - k - 1 + (scatter ? 0 : 1));
-        T* into = piece.p + lo(piece, receive);
-        const std::size_t count = lo(piece, receive + 1) - lo(piece, receive);
-        if (scatter) {
+        const auto [out, in] = messages(slot.step);
+        T* into = piece.p + lo(piece, in.first);
+        const std::size_t count = lo(piece, in.last) - lo(piece, in.first);
+        if (slot.step < steps()) {
             if (slot.scratch_size < count) {
                 slot.scratch = std::shared_ptr<T[]>(new T[count]);
                 slot.scratch_size = count;
@@ -200,12 +260,10 @@ private:
             into = slot.scratch.get();
         }
         const int tag = static_cast<int>(slot.piece % tag_period);
-        const int previous = wrap(rank_ - 1);
-        const int next = wrap(rank_ + 1);
-        check(MPI_Irecv(into, static_cast<int>(count), datatype<T>(), previous, tag, comm_, &requests_[2 * s]), op_,
+        check(MPI_Irecv(into, static_cast<int>(count), datatype<T>(), in.rank, tag, comm_, &requests_[2 * s]), op_,
               "MPI_Irecv");
-        check(MPI_Isend(piece.p + lo(piece, send), static_cast<int>(lo(piece, send + 1) - lo(piece, send)),
-                        datatype<T>(), next, tag, comm_, &requests_[2 * s + 1]),
+        check(MPI_Isend(piece.p + lo(piece, out.first), static_cast<int>(lo(piece, out.last) - lo(piece, out.first)),
+                        datatype<T>(), out.rank, tag, comm_, &requests_[2 * s + 1]),
               op_, "MPI_Isend");
     }
 
@@ -214,10 +272,10 @@ private:
     void finish_step(std::size_t s) {
         Slot& slot = slots_[s];
         const Piece& piece = pieces_[slot.piece];
-        if (slot.step < ranks_ - 1) {
-            const int chunk = wrap(rank_ - slot.step - 1);
-            const bool last = slot.step == ranks_ - 2;
-            add_into(piece.p + lo(piece, chunk), slot.scratch.get(), lo(piece, chunk + 1) - lo(piece, chunk),
+        if (slot.step < steps()) {
+            const Message in = messages(slot.step).second;
+            const bool last = slot.step == steps() - 1;
+            add_into(piece.p + lo(piece, in.first), slot.scratch.get(), lo(piece, in.last) - lo(piece, in.first),
                      last && mean_ ? ranks_ : 0);
         }
         ++slot.step;
@@ -290,6 +348,7 @@ private:
     int ranks_ = 1;
     int rank_ = 0;
     bool mean_ = false;
+    int levels_ = 0;  // log2(ranks) where the schedule is halving and doubling, else 0 (the ring)
     std::size_t piece_ = 1;
     std::string_view op_;
     std::vector<Piece> pieces_;
