@@ -5,15 +5,16 @@
 // Each iteration all-reduces a plain buffer of S bytes (the baseline: one MPI_Allreduce) and the
 // arena's diff of S bytes, each first in every other iteration: `sum` and `mean` through
 // allreduce_diff, `bucketed_sum` and `bucketed_mean` through iallreduce_diff (buckets of 25 MiB) and
-// wait(). The row `raw` is the control: a second plain buffer in place of the arena, so its ratio
-// is the baseline against itself, and how far it is from 1 is the noise of that run; the row `ring`
-// is syncblob's own all-reduce (a mean, in the pieces a call would choose: 4 MiB on one host, 16
-// MiB across hosts; halving and doubling on a power of two ranks, else the ring) called directly on
-// that second buffer, without the arena and the checks of a call around it, and `ring_schedule` the
-// same with the ring's schedule on any number of ranks (what the engine was before halving and doubling). The row
-// `agreement` is a call on an arena of one empty blob, which moves no data but agrees as every call does first: its
-// `ratio` is the raw all-reduce of S bytes over what the agreement alone costs. Before each call every rank meets at a
-// barrier, and the time of a call is the longest over the ranks. Reported per row (medians over the iterations):
+// wait(), and `step_mean` as a training loop makes it: one mpi::BucketedAllreduce, agreed before the
+// iterations, restart()ed each one (no agreement in the step). The row `raw` is the control: a second plain buffer in
+// place of the arena, so its ratio is the baseline against itself, and how far it is from 1 is the noise of that run;
+// the row `ring` is syncblob's own all-reduce (a mean, in the pieces a call would choose: 4 MiB on one host, 16 MiB
+// across hosts; halving and doubling on a power of two ranks, else the ring) called directly on that second buffer,
+// without the arena and the checks of a call around it, and `ring_schedule` the same with the ring's schedule on any
+// number of ranks (what the engine was before halving and doubling). The row `agreement` is a call on an arena of one
+// empty blob, which moves no data but agrees as every call does first: its `ratio` is the raw all-reduce of S bytes
+// over what the agreement alone costs. Before each call every rank meets at a barrier, and the time of a call is the
+// longest over the ranks. Reported per row (medians over the iterations):
 //   busbw        the arena's bus bandwidth, S / t * 2 (n - 1) / n (NCCL's definition)
 //   raw_busbw    the same for the raw MPI_Allreduce
 //   ratio        raw time / arena time (1 = the arena costs nothing over MPI itself)
@@ -41,6 +42,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,7 +108,7 @@ void add_layers(sb::ParameterArena<float>& arena, std::size_t bytes) {
     arena.add({floats - used - 64});
 }
 
-enum class Variant { raw, ring, ring_schedule, sum, mean, bucketed_sum, bucketed_mean, agreement };
+enum class Variant { raw, ring, ring_schedule, sum, mean, bucketed_sum, bucketed_mean, step_mean, agreement };
 
 void allreduce(benchmark::State& state, Variant variant) {
     const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
@@ -137,6 +139,12 @@ void allreduce(benchmark::State& state, Variant variant) {
     const std::size_t ring_piece =
         local_ranks < ranks() ? sb::mpi::piece_bytes_across_hosts : sb::mpi::piece_bytes_within_host;
     const double per_byte = measured / static_cast<double>(bytes);
+    // Variant::step_mean: a training loop's all-reduce, agreed once here and restarted each step.
+    std::optional<sb::mpi::BucketedAllreduce<float, sb::HostOnly>> step;
+    if (variant == Variant::step_mean) {
+        step.emplace(arena, MPI_COMM_WORLD, sb::Reduce::mean, std::size_t{25} << 20, std::size_t{25} << 20);
+        step->wait();
+    }
     const auto raw_call = [&] {
         MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
@@ -148,7 +156,7 @@ void allreduce(benchmark::State& state, Variant variant) {
                 break;
             case Variant::ring:
             case Variant::ring_schedule: {
-                using Engine = sb::mpi::detail::RingAllreduce<float>;
+                using Engine = sb::mpi::detail::Allreduce<float>;
                 Engine ring(ring_comm, true, ring_piece / sizeof(float), sb::mpi::ring_pieces_in_flight, "bench_comm",
                             variant == Variant::ring ? Engine::Schedule::automatic : Engine::Schedule::ring);
                 ring.add(control.data(), control.size());
@@ -167,6 +175,11 @@ void allreduce(benchmark::State& state, Variant variant) {
                 break;
             case Variant::bucketed_mean:
                 sb::mpi::iallreduce_diff(arena, MPI_COMM_WORLD, sb::Reduce::mean, std::size_t{25} << 20).wait();
+                break;
+            case Variant::step_mean:
+                step->restart();
+                step->start_all();
+                step->wait();
                 break;
             case Variant::agreement:
                 sb::mpi::allreduce_diff(empty, MPI_COMM_WORLD, sb::Reduce::mean);
@@ -351,7 +364,8 @@ void register_all() {
              {std::pair{"raw", Variant::raw}, std::pair{"ring", Variant::ring},
               std::pair{"ring_schedule", Variant::ring_schedule}, std::pair{"sum", Variant::sum},
               std::pair{"mean", Variant::mean}, std::pair{"bucketed_sum", Variant::bucketed_sum},
-              std::pair{"bucketed_mean", Variant::bucketed_mean}, std::pair{"agreement", Variant::agreement}}) {
+              std::pair{"bucketed_mean", Variant::bucketed_mean}, std::pair{"step_mean", Variant::step_mean},
+              std::pair{"agreement", Variant::agreement}}) {
             benchmark::RegisterBenchmark((std::string("allreduce/") + name).c_str(), allreduce, variant)
                 ->Arg(mib)
                 ->Iterations(iterations)

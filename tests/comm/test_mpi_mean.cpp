@@ -219,7 +219,7 @@ TEST_CASE("mpi: the engine's ring schedule keeps the rule on any number of ranks
     OwnComm own;
     ParameterArena<double> arena;
     build(arena);
-    using Engine = mpi::detail::RingAllreduce<double>;
+    using Engine = mpi::detail::Allreduce<double>;
     const auto schedule = GENERATE(Engine::Schedule::ring, Engine::Schedule::automatic);
     const Reduce reduce = GENERATE(Reduce::mean, Reduce::sum);
     INFO((schedule == Engine::Schedule::ring ? "ring" : "automatic") << ", " << ranks << " ranks");
@@ -284,7 +284,7 @@ TEST_CASE("mpi: the bucketed form's mean is its sum divided by the number of ran
     CHECK(differ == 0);
 }
 
-TEST_CASE("mpi: ring all-reduces back to back, with ranks out of step in time, each match their own messages",
+TEST_CASE("mpi: all-reduces back to back, with ranks out of step in time, each match their own messages",
           "[mpi][mean]") {
     // Ranks arrive at each call at different times, so one rank's next call sends while another
     // still receives the last one's messages: every message must find the call (and piece) it
@@ -312,7 +312,7 @@ TEST_CASE("mpi: ring all-reduces back to back, with ranks out of step in time, e
     CHECK(bad == 0);
 }
 
-TEST_CASE("mpi: the ring all-reduce's messages never match the caller's receives on the same communicator",
+TEST_CASE("mpi: the all-reduce engine's messages never match the caller's receives on the same communicator",
           "[mpi][mean]") {
     OwnComm own;
     const int ranks = size_of(own.comm);

@@ -13,7 +13,7 @@
 /// counted in its blob's stats. With a device-aware MPI (detected, or set through `Options`) a sum
 /// over diffs all fresh on the device runs on device memory instead, with no copy.
 ///
-/// Averaging: MPI has no mean, so `Reduce::mean` runs syncblob's ring all-reduce over MPI's
+/// Averaging: MPI has no mean, so `Reduce::mean` runs syncblob's own all-reduce over MPI's
 /// point-to-point messages (detail/mpi_ring.hpp), on the host, which divides each element by the
 /// number of ranks in the same pass as its last addition: it costs what the sum costs. Every rank
 /// gets the same bits: each element is the sum of the ranks' values (added in an order the call
@@ -75,7 +75,7 @@ std::uint64_t sum_in_pieces(T* p, std::size_t n, std::size_t piece, MPI_Comm com
 /// collective call: every rank of `comm` calls it with an arena of the same layout and the same
 /// `reduce`, otherwise every rank throws the same StateError before any data moves. A sum makes one
 /// MPI_Allreduce per piece (`Options::piece_bytes`, unset: chosen from where the ranks run, and at
-/// most `INT_MAX` elements); a mean one ring all-reduce per piece (`CommStats::calls` counts either).
+/// most `INT_MAX` elements); a mean one all-reduce of syncblob's engine per piece (`CommStats::calls` counts either).
 /// \throws StateError (arenas or calls that differ, a `reduce` that is not a Reduce, an unsealed or
 /// altered arena, MPI not initialized, a communicator given up on earlier); CommError when an MPI
 /// call fails; DeviceError from staging copies; TimeoutError when `options.timeout` passes.
@@ -118,9 +118,9 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
     const auto keep = [&] { return detail::hold(view->buffers()); };
     const std::size_t piece = detail::piece_elements<T>(agreed.piece_bytes(options.piece_bytes));
     if (reduce == Reduce::mean) {
-        detail::RingAllreduce<T> ring(detail::private_comm(comm, deadline, op), true, piece, ring_pieces_in_flight, op);
-        stats.calls = ring.add(p, n);
-        ring.wait(comm, deadline, "the all-reduce", keep);
+        detail::Allreduce<T> engine(detail::private_comm(comm, deadline, op), true, piece, ring_pieces_in_flight, op);
+        stats.calls = engine.add(p, n);
+        engine.wait(comm, deadline, "the all-reduce", keep);
     } else {
         stats.calls = detail::sum_in_pieces(p, n, piece, comm, deadline, op, keep);
     }

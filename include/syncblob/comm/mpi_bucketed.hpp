@@ -40,7 +40,7 @@ namespace mpi {
 /// and then, during backward, lets it progress.
 ///
 /// How: in host memory (every rank's case with Debian's Open MPI), the buckets' bytes go through
-/// syncblob's ring all-reduce over MPI's point-to-point messages, `ring_pieces_in_flight` pieces of
+/// syncblob's own all-reduce over MPI's point-to-point messages, `ring_pieces_in_flight` pieces of
 /// `Options::piece_bytes` at a time, and a mean divides in the last addition of each element, at no
 /// cost of its own. When some rank may sum in device memory (a device-aware MPI), every rank starts
 /// one `MPI_Iallreduce` per piece of each bucket instead.
@@ -268,8 +268,8 @@ private:
     Options options_{};
     comm::detail::BucketPlan plan_;
     std::vector<std::vector<std::size_t>> staged_;  // per bucket: blobs staged from the device
-    std::optional<detail::RingAllreduce<T>> ring_;  // the engine, unless some rank may reduce device memory
-    std::vector<MPI_Request> requests_;             // MPI_Iallreduce's, without the ring
+    std::optional<detail::Allreduce<T>> ring_;      // the engine, unless some rank may reduce device memory
+    std::vector<MPI_Request> requests_;             // MPI_Iallreduce's, without the engine
     bool waited_ = false;
     CommStats stats_{};
 };

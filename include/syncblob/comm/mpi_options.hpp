@@ -23,8 +23,8 @@ struct Options {
     /// device_aware(). Set it to true only if the MPI library really is device-aware.
     std::optional<bool> device_aware{};
     /// The arena is reduced in consecutive pieces of this many bytes (whole elements; 0: pieces of
-    /// `INT_MAX` elements): `allreduce_diff` makes one MPI_Allreduce per piece for a sum, and the
-    /// ring all-reduce (a mean, and the bucketed form) reduces a few pieces at a time. Unset, the
+    /// `INT_MAX` elements): `allreduce_diff` makes one MPI_Allreduce per piece for a sum, and syncblob's
+    /// own all-reduce (a mean, and the bucketed form) reduces a few pieces at a time. Unset, the
     /// call chooses from where the ranks run, which the agreement tells every rank alike:
     /// `piece_bytes_within_host` when they all run on one host, `piece_bytes_across_hosts` when the
     /// communicator spans hosts (docs/scaling-out.md has the measurements). Every rank must pass the
@@ -53,7 +53,7 @@ inline constexpr std::size_t piece_bytes_within_host = std::size_t{4} << 20;
 /// memory is `ring_pieces_in_flight` pieces divided by the number of ranks.
 inline constexpr std::size_t piece_bytes_across_hosts = std::size_t{32} << 20;
 
-/// Pieces of the ring all-reduce (`Options::piece_bytes` each) in flight at a time, in a mean and in
+/// Pieces of syncblob's own all-reduce (`Options::piece_bytes` each) in flight at a time, in a mean and in
 /// the bucketed all-reduce: chosen from measurement (docs/scaling-out.md).
 inline constexpr std::size_t ring_pieces_in_flight = 4;
 

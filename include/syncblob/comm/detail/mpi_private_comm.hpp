@@ -2,7 +2,7 @@
 #pragma once
 
 /// \file
-/// syncblob's own duplicate of a caller's communicator, for the point-to-point messages of its ring
+/// syncblob's own duplicate of a caller's communicator, for the point-to-point messages of its own
 /// all-reduce (mpi_ring.hpp): no message of the caller's on the communicator, whatever its tag or
 /// source, can match one of syncblob's, nor the reverse. Made once per communicator, on the first
 /// call that needs it, cached on the communicator as an attribute, and freed with it (or at

@@ -2,7 +2,7 @@
 #pragma once
 
 /// \file
-/// A non-blocking ring all-reduce of host memory over MPI's point-to-point messages, for what MPI's
+/// A non-blocking all-reduce of host memory over MPI's point-to-point messages, for what MPI's
 /// own collectives do slowly or cannot do: averaging (MPI has no mean), and non-blocking reductions
 /// of large buffers (Open MPI 4.1's MPI_Iallreduce reduces an MPI_IN_PLACE buffer, or any buffer on
 /// fewer than 4 ranks, through one rank and back: 0.5–0.9 of the blocking call).
@@ -64,11 +64,11 @@ void add_into(T* __restrict a, const T* __restrict b, std::size_t n, int ranks =
     }
 }
 
-/// The ring all-reduce of the runs `add` queues, on `comm` (syncblob's private communicator: see
+/// The all-reduce of the runs `add` queues, on `comm` (syncblob's private communicator: see
 /// mpi_private_comm.hpp). Move-only. A handle destroyed with messages in flight leaves them, and
 /// the scratch memory they use, to the Graveyard.
 template <MpiElement T>
-class RingAllreduce {
+class Allreduce {
 public:
     /// The order of the messages: halving and doubling where the ranks are a power of two, else the
     /// ring (`automatic`), or the ring always (for comparing the two).
@@ -76,8 +76,8 @@ public:
 
     /// Pieces of consecutive runs of `piece` elements (each split again at `max_count`), at most
     /// `in_flight` of them at a time; `mean`: divide by the number of ranks.
-    RingAllreduce(MPI_Comm comm, bool mean, std::size_t piece, std::size_t in_flight, std::string_view op,
-                  Schedule schedule = Schedule::automatic)
+    Allreduce(MPI_Comm comm, bool mean, std::size_t piece, std::size_t in_flight, std::string_view op,
+              Schedule schedule = Schedule::automatic)
         : comm_(comm), mean_(mean), piece_(std::max<std::size_t>(piece, 1)), op_(op) {
         check(MPI_Comm_size(comm, &ranks_), op, "MPI_Comm_size");
         check(MPI_Comm_rank(comm, &rank_), op, "MPI_Comm_rank");
@@ -89,10 +89,10 @@ public:
         slots_.resize(std::max<std::size_t>(in_flight, 1));
         requests_.assign(2 * slots_.size(), MPI_REQUEST_NULL);
     }
-    RingAllreduce(const RingAllreduce&) = delete;
-    RingAllreduce& operator=(const RingAllreduce&) = delete;
-    RingAllreduce(RingAllreduce&& other) noexcept { *this = std::move(other); }
-    RingAllreduce& operator=(RingAllreduce&& other) noexcept {
+    Allreduce(const Allreduce&) = delete;
+    Allreduce& operator=(const Allreduce&) = delete;
+    Allreduce(Allreduce&& other) noexcept { *this = std::move(other); }
+    Allreduce& operator=(Allreduce&& other) noexcept {
         if (this != &other) {
             leave_to_graveyard();
             comm_ = other.comm_;
@@ -110,7 +110,7 @@ public:
         }
         return *this;
     }
-    ~RingAllreduce() { leave_to_graveyard(); }
+    ~Allreduce() { leave_to_graveyard(); }
 
     /// Queues [p, p + n) and starts what the window allows; returns the number of pieces (each
     /// one all-reduce). \throws CommError.
