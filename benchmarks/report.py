@@ -398,12 +398,13 @@ def comm_two_hosts_region():
                     f"{ctx.get('load_average', '?')}; commit {ctx.get('commit', '?')}; "
                     f"{ctx.get('date', '?')[:16].replace('T', ' ')}; "
                     f"{'one run' if runs == 1 else f'the median of {runs} runs'}):", "",
-                    "| size | control `raw` | `ring` alone | `sum` | `mean` | bucketed `sum` | bucketed `mean` | "
-                    "agreement (ms) | raw busbw (GB/s) |",
-                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                    "| size | control `raw` | engine alone | ring schedule alone | `sum` | `mean` | bucketed `sum` | "
+                    "bucketed `mean` | `step_mean` | agreement (ms) | raw busbw (GB/s) |",
+                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for size in sorted({k[1] for k in cells}):
                 row = [fmt(cells[(v, size)]["pair_ratio"]) if (v, size) in cells else "–"
-                       for v in ("raw", "ring", "sum", "mean", "bucketed_sum", "bucketed_mean")]
+                       for v in ("raw", "ring", "ring_schedule", "sum", "mean", "bucketed_sum", "bucketed_mean",
+                                 "step_mean")]
                 agreement = cells.get(("agreement", size))
                 row.append("–" if agreement is None else f"{agreement['real_time']:.2f}")
                 raw = cells.get(("raw", size))
