@@ -112,8 +112,10 @@ inline MPI_Comm private_comm(MPI_Comm comm, const Deadline& deadline, std::strin
              [&] { return std::vector<std::shared_ptr<void>>{dup}; });
     PrivateComms::add(*dup);
     check(MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN), op, "MPI_Comm_set_errhandler");
-    check(MPI_Comm_set_attr(comm, key, reinterpret_cast<void*>(static_cast<std::intptr_t>(MPI_Comm_c2f(*dup)))), op,
-          "MPI_Comm_set_attr");
+    // An attribute's value is a pointer: the handle travels in it as its Fortran integer (read back above).
+    const auto handle = static_cast<std::intptr_t>(MPI_Comm_c2f(*dup));
+    check(MPI_Comm_set_attr(comm, key, reinterpret_cast<void*>(handle)),  // NOLINT(performance-no-int-to-ptr)
+          op, "MPI_Comm_set_attr");
     return *dup;
 }
 
