@@ -279,7 +279,9 @@ TEST_CASE(
                 continue;  // a partial sum may overflow (element 6)
             }
             const double bound = std::numeric_limits<float>::epsilon() * magnitude[i] + 1e-44;
-            far += std::abs(got[i] - sum[i] / ranks) > bound ? 1 : 0;
+            if (std::abs(got[i] - sum[i] / ranks) > bound) {
+                ++far;
+            }
         }
         CHECK(far == 0);
     }
