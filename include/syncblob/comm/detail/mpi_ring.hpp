@@ -21,7 +21,7 @@
 ///   summed over every rank; in ranks − 1 more steps the summed chunks go round.
 /// Both send each rank the same bytes, (ranks − 1) / ranks of the piece each way in each phase; the
 /// first makes fewer rounds of messages, each of which waits for the slowest rank of its pair (on
-/// 4 ranks sharing 2 busy cores, 6 rounds took 20 ms for 4 MiB where 4 took 13: docs/scaling-out.md).
+/// 4 ranks sharing 2 busy cores, 6 rounds took 21 ms for 4 MiB where 4 took 16: docs/scaling-out.md).
 /// For a mean, the last addition of each chunk also divides it by the number of ranks: the quotient
 /// costs no pass of its own. Every element is summed once, on one rank, and copied to the others: every
 /// rank ends with the same bits.
