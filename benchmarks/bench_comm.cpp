@@ -178,7 +178,6 @@ void allreduce(benchmark::State& state, Variant variant) {
                 break;
             case Variant::step_mean:
                 step->restart();
-                step->start_all();
                 step->wait();
                 break;
             case Variant::agreement:
