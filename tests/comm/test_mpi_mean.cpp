@@ -24,16 +24,22 @@
 #include <vector>
 
 #include <syncblob/comm/mpi.hpp>
+#include <syncblob/sim/device.hpp>
+
+#include "device_guard.hpp"
 
 #include "mpi_test_support.hpp"
 
 using syncblob::ParameterArena;
 using syncblob::Reduce;
+using syncblob::Simulated;
+using syncblob::SimulatedDevice;
 namespace mpi = syncblob::mpi;
 using namespace std::chrono_literals;
 
 namespace {
-std::atomic<long> sends{0};  // MPI_Isend calls of this process
+std::atomic<long> sends{0};             // MPI_Isend calls of this process
+std::atomic<long> sends_at_gather{-1};  // `sends` when this process last started an MPI_Iallgather
 }  // namespace
 
 // MPI's profiling interface: this definition takes the place of the library's, counts, and calls the
@@ -42,6 +48,14 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
                          MPI_Request* request) {
     sends.fetch_add(1, std::memory_order_relaxed);
     return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+}
+
+// The agreement's gathering (mpi_agree.hpp) is this process's only MPI_Iallgather: noting the sends
+// made before it says whether a call's first messages went out before its agreement.
+extern "C" int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+    sends_at_gather.store(sends.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 namespace {
@@ -387,4 +401,161 @@ TEST_CASE("mpi: the private communicator is made once per communicator and freed
         CHECK(mpi::detail::PrivateComms::count() == before + 1);  // the same one
     }
     CHECK(mpi::detail::PrivateComms::count() == before);
+}
+
+namespace {
+
+// Rank r's element i is (r + 1)(i % 97 + 1): every partial sum, and the mean (ranks + 1) / 2 ·
+// (i % 97 + 1), are exact on up to 8 ranks, whatever the order of addition. `scale` (−3 for the
+// calls that must fail) makes a message of one call wrong for any other.
+template <class T, class A>
+void fill_exact(ParameterArena<T, A>& arena, MPI_Comm comm, int scale = 1) {
+    std::size_t i = 0;
+    for (auto& blob : arena.blobs()) {
+        for (auto& x : blob.mutable_host_diff()) {
+            x = static_cast<T>(scale * (rank_in(comm) + 1) * static_cast<int>(i++ % 97 + 1));
+        }
+    }
+}
+
+// The elements that are not the exact mean of fill_exact's values.
+template <class T, class A>
+std::size_t off_mean(ParameterArena<T, A>& arena, MPI_Comm comm) {
+    const T half = static_cast<T>(size_of(comm) + 1) / T(2);
+    std::size_t off = 0;
+    std::size_t i = 0;
+    for (auto& blob : arena.blobs()) {
+        for (const T x : blob.host_diff()) {
+            off += x == half * static_cast<T>(i++ % 97 + 1) ? 0u : 1u;
+        }
+    }
+    return off;
+}
+
+template <class T, class A>
+std::vector<double> diffs(ParameterArena<T, A>& arena) {
+    std::vector<double> out;
+    for (auto& blob : arena.blobs()) {
+        for (const T x : blob.host_diff()) {
+            out.push_back(static_cast<double>(x));
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("mpi: a mean on a communicator agreed on before sends its first messages before the agreement",
+          "[mpi][mean]") {
+    // The agreement's round and the data's first one then wait for the other ranks together: on 4
+    // ranks sharing 2 busy cores the agreement's round alone cost 2-4 ms a call (docs/scaling-out.md).
+    OwnComm own;
+    const int ranks = size_of(own.comm);
+    ParameterArena<float> arena;
+    arena.add({1000});
+    arena.add({24});
+    arena.seal();  // one piece
+    for (int call = 0; call < 3; ++call) {
+        fill_exact(arena, own.comm);
+        MPI_Barrier(own.comm);
+        const long before = sends.load();
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean);
+        INFO("call " << call << ", " << ranks << " ranks");
+        // The first call agrees, then makes the private communicator; the next ones send first.
+        CHECK(sends_at_gather.load() - before == (call == 0 || ranks == 1 ? 0 : 1));
+        CHECK(off_mean(arena, own.comm) == 0);
+    }
+}
+
+TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and the next call is exact",
+          "[mpi][mean]") {
+    // Ranks that differ send early messages of different sizes and numbers, or none: each must be
+    // consumed before the call throws (a message left behind would be taken by the next call's
+    // receive of its tag), and none received into a buffer sized for another (Open MPI's shared
+    // memory writes a longer message past the end).
+    OwnComm own;
+    const int odd = size_of(own.comm) > 1 ? 1 : 0;
+    const bool is_odd = rank_in(own.comm) == odd;
+    const mpi::Options options{.piece_bytes = 256};  // 64 floats a piece: ranks start different numbers
+    ParameterArena<float> arena;                     // 4 pieces: the whole window (ring_pieces_in_flight)
+    arena.add({200});
+    arena.seal();
+    ParameterArena<float> longer;  // 8
+    longer.add({200});
+    longer.add({300});
+    longer.seal();
+    ParameterArena<float> shorter;  // 2
+    shorter.add({100});
+    shorter.seal();
+    ParameterArena<double> doubles;  // 4, of twice the bytes
+    doubles.add({200});
+    doubles.seal();
+    fill_exact(arena, own.comm);
+    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);  // the communicator is agreed on
+    REQUIRE(off_mean(arena, own.comm) == 0);
+
+    const auto refused = [&](auto& mine, const std::function<void()>& call) {
+        fill_exact(mine, own.comm, -3);
+        const std::vector<double> before = diffs(mine);
+        const std::string message = outcome(call);
+        INFO("rank " << rank_in(own.comm) << ": " << message);
+        CHECK(everywhere(!message.empty()));
+        CHECK(diffs(mine) == before);
+        fill_exact(arena, own.comm);  // the communicator still works, and no stale message is matched
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+        CHECK(off_mean(arena, own.comm) == 0);
+    };
+    SECTION("a rank's arena is longer") {
+        auto& mine = is_odd ? longer : arena;
+        refused(mine, [&] { mpi::allreduce_diff(mine, own.comm, Reduce::mean, options); });
+    }
+    SECTION("a rank's arena is shorter, and a timeout is set") {
+        auto& mine = is_odd ? shorter : arena;
+        mpi::Options bounded = options;
+        bounded.timeout = 30s;
+        refused(mine, [&] { mpi::allreduce_diff(mine, own.comm, Reduce::mean, bounded); });
+    }
+    SECTION("a rank's arena holds doubles") {
+        if (is_odd) {
+            refused(doubles, [&] { mpi::allreduce_diff(doubles, own.comm, Reduce::mean, options); });
+        } else {
+            refused(arena, [&] { mpi::allreduce_diff(arena, own.comm, Reduce::mean, options); });
+        }
+    }
+    SECTION("a rank asks for a sum, and another broadcasts") {
+        const int rank = rank_in(own.comm);
+        refused(arena, [&] {
+            if (rank == odd) {
+                mpi::allreduce_diff(arena, own.comm, Reduce::sum, options);
+            } else if (rank == 2) {
+                mpi::broadcast_data(arena, own.comm, 0, options);
+            } else {
+                mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+            }
+        });
+    }
+    SECTION("a rank's staging copy fails") {
+        SimulatedDevice::Scope scope(SimulatedDevice::Settings{});
+        ParameterArena<float, Simulated> staged;
+        staged.add({200});
+        staged.seal();
+        fill_exact(staged, own.comm, -3);
+        const std::vector<double> values = diffs(staged);
+        std::vector<float> device(values.begin(), values.end());
+        syncblob_test::write_device<SimulatedDevice>(staged[0].mutable_device_diff(), device.data(),
+                                                     device.size() * sizeof(float));
+        std::string message;
+        try {
+            SimulatedDevice::Scope fail({.fail_copy = is_odd ? 1u : 0u});
+            mpi::allreduce_diff(staged, own.comm, Reduce::mean, {.device_aware = false, .piece_bytes = 256});
+        } catch (const syncblob::Error& e) {  // DeviceError on the rank that failed, StateError elsewhere
+            message = e.what();
+        }
+        INFO("rank " << rank_in(own.comm) << ": " << message);
+        CHECK(everywhere(!message.empty()));
+        CHECK(diffs(staged) == values);
+        fill_exact(arena, own.comm);
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+        CHECK(off_mean(arena, own.comm) == 0);
+    }
 }

@@ -73,7 +73,7 @@ std::uint64_t sum_in_pieces(T* p, std::size_t n, std::size_t piece, MPI_Comm com
 /// All-reduces the diff of every blob of `arena` across `comm`, in place, on every rank: the sum,
 /// or the mean (the sum divided by the number of ranks, rounded once: see the file comment). A
 /// collective call: every rank of `comm` calls it with an arena of the same layout and the same
-/// `reduce`, otherwise every rank throws the same StateError before any data moves. A sum makes one
+/// `reduce`, otherwise every rank throws the same StateError before any rank's data changes. A sum makes one
 /// MPI_Allreduce per piece (`Options::piece_bytes`, unset: chosen from where the ranks run, and at
 /// most `INT_MAX` elements); a mean one all-reduce of syncblob's engine per piece (`CommStats::calls` counts either).
 /// \throws StateError (arenas or calls that differ, a `reduce` that is not a Reduce, an unsealed or
@@ -110,14 +110,36 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
         staged = detail::device_only(diff.buffers(), 0, diff.buffers().size());
         p = diff.mutable_host_data().data();
     });
-    const detail::Agreement agreed =
-        detail::agree(arena, comm, op,
-                      {comm::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
-                       detail::requested_piece(options.piece_bytes), deadline.bounded()},
-                      deadline, failure);
     const auto keep = [&] { return detail::hold(view->buffers()); };
+    // A mean on a communicator an earlier call has agreed on (its private communicator made, its
+    // hosts known) sends its first messages now: the agreement's round and theirs then wait for the
+    // other ranks together (detail/mpi_ring.hpp).
+    std::optional<detail::Allreduce<T>> early;
+    if (reduce == Reduce::mean && p != nullptr && n != 0 && !failure) {
+        detail::require_in_step(comm, op);
+        const MPI_Comm mine = detail::existing_private_comm(comm);
+        const std::optional<bool> across = detail::known_across_hosts(comm);
+        if (mine != MPI_COMM_NULL && (across || options.piece_bytes)) {
+            const detail::Agreement known{false, across.value_or(false)};
+            early.emplace(mine, true, detail::piece_elements<T>(known.piece_bytes(options.piece_bytes)),
+                          ring_pieces_in_flight, op);
+            stats.calls = early->add_before_agreement(p, n);
+        }
+    }
+    const detail::Agreement agreed = detail::agree(
+        arena, comm, op,
+        {comm::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
+         detail::requested_piece(options.piece_bytes), deadline.bounded(), false, early ? early->sent_early() : 0},
+        deadline, failure, [&] {
+            if (early) {
+                early->take_back(comm, deadline, keep);
+            }
+        });
     const std::size_t piece = detail::piece_elements<T>(agreed.piece_bytes(options.piece_bytes));
-    if (reduce == Reduce::mean) {
+    if (early) {
+        early->accept();
+        early->wait(comm, deadline, "the all-reduce", keep);
+    } else if (reduce == Reduce::mean) {
         detail::Allreduce<T> engine(detail::private_comm(comm, deadline, op), true, piece, ring_pieces_in_flight, op);
         stats.calls = engine.add(p, n);
         engine.wait(comm, deadline, "the all-reduce", keep);

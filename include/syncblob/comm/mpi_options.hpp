@@ -37,7 +37,7 @@ struct Options {
     /// What a timeout leaves behind: docs/scaling-out.md. Ranks may wait for different times, but
     /// `allreduce_diff` and `broadcast_data` need it set on every rank or on none (a blocking and a
     /// non-blocking collective never match): otherwise every rank throws the same StateError. A
-    /// timeout that is not positive is an OptionError on every rank, before any data moves.
+    /// timeout that is not positive is an OptionError on every rank, before any rank's data changes.
     std::optional<std::chrono::milliseconds> timeout{};
 };
 

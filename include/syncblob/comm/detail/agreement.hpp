@@ -3,8 +3,8 @@
 
 /// \file
 /// A small fixed-size description of an arena and of the call made on it, which every rank
-/// gathers from every other before any data moves: arenas or calls that differ between ranks are
-/// then a `StateError` raised on every rank alike, not a hang or a crash.
+/// gathers from every other before any rank's data changes: arenas or calls that differ between
+/// ranks are then a `StateError` raised on every rank alike, not a hang or a crash.
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +49,10 @@ struct ArenaDescriptor {
     std::uint64_t timeout_ms = 0;
     /// the host this rank runs on, as a hash of its name (MPI); ranks may differ here
     std::uint64_t host = 0;
+    /// the pieces whose first messages this rank sent before the agreement (an MPI mean on a
+    /// communicator it has used: mpi_ring.hpp); ranks may differ here, and a refused call takes
+    /// them back (mpi_agree.hpp)
+    std::uint64_t early = 0;
     char dtype[8] = {};
 };
 
@@ -204,7 +208,7 @@ inline std::string disagreement(std::span<const ArenaDescriptor> all, std::strin
     if (what.empty()) {
         return {};
     }
-    std::string message = std::string(op) + ": " + what + "; nothing was sent";
+    std::string message = std::string(op) + ": " + what + "; no rank's data was changed";
     if (!problem.empty()) {
         message += " (on this rank, " + std::to_string(rank) + ": " + problem + ")";
     }
@@ -221,7 +225,7 @@ inline void check_arguments(std::span<const ArenaDescriptor> all, std::string_vi
     const auto ranks = static_cast<std::int64_t>(all.size());
     for (std::size_t r = 0; r < all.size(); ++r) {
         const ArenaDescriptor& d = all[r];
-        const std::string who = " (passed by rank " + std::to_string(r) + "); nothing was sent";
+        const std::string who = " (passed by rank " + std::to_string(r) + "); no rank's data was changed";
         if (d.timeout_set != 0 && static_cast<std::int64_t>(d.timeout_ms) <= 0) {
             throw OptionError(
                 std::string(op) + ": Options::timeout of " + std::to_string(static_cast<std::int64_t>(d.timeout_ms)) +
@@ -263,7 +267,7 @@ inline void settle(std::span<const ArenaDescriptor> all, std::string_view op, in
                 std::rethrow_exception(local_failure);  // this rank's own error, with its own type
             }
             message = std::string(op) + ": rank " + std::to_string(r) +
-                      " failed before communicating (its own exception says why); nothing was sent";
+                      " failed before communicating (its own exception says why); no rank's data was changed";
         }
     }
     if (!message.empty()) {

@@ -3,8 +3,9 @@
 
 /// \file
 /// The agreement every MPI call of `syncblob/comm/mpi.hpp` opens with: each rank's descriptor of its
-/// arena and of the call, gathered from every rank before any data moves, within the call's
-/// deadline; every argument that can differ between ranks is checked there, on every rank alike.
+/// arena and of the call, gathered from every rank before any rank's data changes, within the
+/// call's deadline; every argument that can differ between ranks is checked there, on every rank
+/// alike. (A mean may send its first messages before it: a refused call takes them back here.)
 
 #include <mpi.h>
 
@@ -16,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,8 @@
 #include "../mpi_options.hpp"
 #include "agreement.hpp"
 #include "mpi_call.hpp"
+#include "mpi_private_comm.hpp"
+#include "mpi_ring.hpp"
 #include "mpi_wait.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -64,6 +68,66 @@ struct Agreement {
     }
 };
 
+/// The attribute of a caller's communicator that remembers what its agreements learned of where the
+/// ranks run (its value: 1, one host; 2, more than one), which no later call can change.
+inline int hosts_key() {
+    static const int key = [] {
+        int k = MPI_KEYVAL_INVALID;
+        (void)MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr);
+        return k;
+    }();
+    return key;
+}
+
+/// What an earlier agreement on `comm` learned: whether its ranks run on more than one host;
+/// nothing before the first.
+inline std::optional<bool> known_across_hosts(MPI_Comm comm) {
+    void* value = nullptr;
+    int found = 0;
+    if (MPI_Comm_get_attr(comm, hosts_key(), &value, &found) != MPI_SUCCESS || found == 0) {
+        return std::nullopt;
+    }
+    return value == reinterpret_cast<void*>(std::intptr_t{2});  // NOLINT(performance-no-int-to-ptr)
+}
+
+/// Receives and drops the `count` early messages (mpi_ring.hpp: the first of each piece a mean sent
+/// before its agreement) that rank `from` sent this rank on the private communicator `mine`, for a
+/// call the agreement refused. Each is matched by a probe and received whole, into a block of the
+/// size it has: a receive of the size this rank would expect could meet a longer one (mpi_ring.hpp).
+/// `count` is at most the window a rank starts (ring_pieces_in_flight).
+/// 	hrows CommError; TimeoutError when `deadline` passes first (as mpi_wait.hpp's complete).
+inline void consume_early(MPI_Comm mine, int from, std::uint64_t count, MPI_Comm comm, const Deadline& deadline,
+                          std::string_view op) {
+    if (mine == MPI_COMM_NULL || from < 0) {
+        return;
+    }
+    count = std::min<std::uint64_t>(count, ring_pieces_in_flight);
+    for (std::uint64_t piece = 0; piece < count; ++piece) {
+        const int tag = piece_tag(static_cast<std::size_t>(piece));
+        MPI_Message message = MPI_MESSAGE_NULL;
+        MPI_Status status{};
+        if (!deadline.bounded()) {
+            audit::note(audit::Wait::collective);
+            check(MPI_Mprobe(from, tag, mine, &message, &status), op, "MPI_Mprobe");
+        } else {
+            for (int found = 0; found == 0;) {
+                check(MPI_Improbe(from, tag, mine, &found, &message, &status), op, "MPI_Improbe");
+                if (found == 0 && deadline.passed()) {
+                    std::vector<MPI_Request> none;
+                    give_up(none, {}, comm, deadline, op, "MPI_Improbe", "a refused call's early messages");
+                }
+                if (found == 0) {
+                    std::this_thread::yield();
+                }
+            }
+        }
+        int bytes = 0;
+        check(MPI_Get_count(&status, MPI_BYTE, &bytes), op, "MPI_Get_count");
+        std::vector<std::byte> sink(static_cast<std::size_t>(std::max(bytes, 0)));
+        check(MPI_Mrecv(sink.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE), op, "MPI_Mrecv");
+    }
+}
+
 /// What a call puts into the agreement besides its arena.
 struct Call {
     comm::detail::CommOperation what{};
@@ -73,6 +137,7 @@ struct Call {
     std::uint64_t piece = 0;   ///< requested_piece(Options::piece_bytes), or 0 for a call without pieces
     bool nonblocking = false;  ///< the call's collectives are non-blocking ones (a timeout is set)
     bool device = false;       ///< this rank may reduce some of the data in device memory
+    std::size_t early = 0;     ///< pieces whose first messages this rank sent before the agreement
 };
 
 /// Gathers every rank's descriptor of the arena and the call, then settles them on every rank
@@ -80,13 +145,16 @@ struct Call {
 /// bucket limit of 0) is the same typed error on every rank; arenas or calls that differ the same
 /// StateError; when some rank's own preparation failed (`local_failure`, caught by the caller
 /// before this call), that rank rethrows its exception and every other rank throws a StateError
-/// naming it. Nothing has been sent yet. The gathering is an MPI_Iallgather, with a bounded
+/// naming it. Before it throws, this rank consumes the early messages another rank sent it
+/// (consume_early), then runs `refused()`, which takes its own back; no data has changed on any
+/// rank. The gathering is an MPI_Iallgather, with a bounded
 /// `deadline` polled until it passes (TimeoutError: a rank never joined).
 /// Returns what the descriptors say of every rank (Agreement).
 /// \throws StateError first when this rank gave an earlier call on `comm` up (see mpi_wait.hpp).
-template <Element T, SyncedAllocator A>
-Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
-                const Deadline& deadline, const std::exception_ptr& local_failure = nullptr) {
+template <Element T, SyncedAllocator A, class Refused = void (*)()>
+Agreement agree(
+    const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call, const Deadline& deadline,
+    const std::exception_ptr& local_failure = nullptr, Refused refused = [] {}) {
     using Descriptor = comm::detail::ArenaDescriptor;
     const audit::Operation audited("mpi agreement");  // a wait no caller asks for
     (void)Graveyard::reap();
@@ -98,6 +166,7 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
     mine.device = call.device ? 1 : 0;
     mine.failed = local_failure ? 1 : 0;
     mine.host = host_fingerprint();
+    mine.early = call.early;
     comm::detail::note_timeout(mine, deadline.bounded() ? std::optional(deadline.timeout()) : std::nullopt);
     int size = 0;
     int rank = 0;
@@ -116,10 +185,24 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
           op, "MPI_Iallgather");
     complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement",
              [&] { return std::vector<std::shared_ptr<void>>{gathered}; });
-    comm::detail::settle(gathered->second, op, rank, problem, local_failure);
     const auto& all = gathered->second;
-    return {std::ranges::any_of(all, [](const Descriptor& d) { return d.device != 0; }),
-            std::ranges::any_of(all, [&](const Descriptor& d) { return d.host != all.front().host; })};
+    try {
+        comm::detail::settle(all, op, rank, problem, local_failure);
+    } catch (...) {
+        const int from = first_sender(rank, size);
+        if (from >= 0 && all[static_cast<std::size_t>(from)].early != 0) {
+            consume_early(existing_private_comm(comm), from, all[static_cast<std::size_t>(from)].early, comm, deadline,
+                          op);
+        }
+        refused();  // this rank's own early messages, consumed by the rank they went to
+        throw;
+    }
+    const Agreement agreed{std::ranges::any_of(all, [](const Descriptor& d) { return d.device != 0; }),
+                           std::ranges::any_of(all, [&](const Descriptor& d) { return d.host != all.front().host; })};
+    const auto hosts = static_cast<std::intptr_t>(agreed.across_hosts ? 2 : 1);
+    check(MPI_Comm_set_attr(comm, hosts_key(), reinterpret_cast<void*>(hosts)),  // NOLINT(performance-no-int-to-ptr)
+          op, "MPI_Comm_set_attr");
+    return agreed;
 }
 
 }  // namespace mpi::detail

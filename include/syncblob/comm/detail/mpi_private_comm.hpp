@@ -93,6 +93,17 @@ inline int private_comm_key() {
     return key;
 }
 
+/// The private duplicate of `comm` when a call made it already, else MPI_COMM_NULL (makes nothing).
+inline MPI_Comm existing_private_comm(MPI_Comm comm) {
+    void* value = nullptr;
+    int found = 0;
+    if (MPI_Comm_get_attr(comm, private_comm_key(), &value, &found) != MPI_SUCCESS || found == 0) {
+        return MPI_COMM_NULL;
+    }
+    return MPI_Comm_f2c(
+        static_cast<MPI_Fint>(reinterpret_cast<std::intptr_t>(value)));  // NOLINT(performance-no-int-to-ptr)
+}
+
 /// The private duplicate of `comm`, made the first time (MPI_Comm_idup, waited for within `deadline`:
 /// a collective of `comm`, so every rank calls this at the same point of the same syncblob call,
 /// after its agreement). Its error handler returns errors, which become CommError.

@@ -22,6 +22,14 @@
 /// Both send each rank the same bytes, (ranks − 1) / ranks of the piece each way in each phase; the
 /// first makes fewer rounds of messages, each of which waits for the slowest rank of its pair (on
 /// 4 ranks sharing 2 busy cores, 6 rounds took 21 ms for 4 MiB where 4 took 16: docs/scaling-out.md).
+/// Before the agreement (mpi_agree.hpp), a mean may send the first step of the pieces it starts
+/// (`add_before_agreement`), so that the agreement's round of messages and the data's first round
+/// share their wait for the other ranks; their receives are posted only once the call is agreed
+/// (`accept`), when every rank's sizes are known to be the same. A receive posted before could meet
+/// a longer message than it expects, which Open MPI 4.1's shared-memory transport writes past the
+/// end of the receive buffer whole (reporting MPI_ERR_TRUNCATE only after). A call the agreement
+/// refuses takes its early messages back: each rank consumes those sent to it, sized as they come
+/// (`consume_early`), and waits for its own to be consumed (`take_back`).
 /// For a mean, the last addition of each chunk also divides it by the number of ranks: the quotient
 /// costs no pass of its own. Every element is summed once, on one rank, and copied to the others: every
 /// rank ends with the same bits.
@@ -31,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -62,6 +71,22 @@ void add_into(T* __restrict a, const T* __restrict b, std::size_t n, int ranks =
             a[i] = (a[i] + b[i]) / d;
         }
     }
+}
+
+/// The tag of piece `piece`'s messages: distinct among the pieces in flight (at most the window
+/// apart), and within MPI_TAG_UB's least value, 32767.
+inline int piece_tag(std::size_t piece) noexcept {
+    return static_cast<int>(piece % 32768);
+}
+
+/// The rank whose first message of a piece goes to `rank`, in the schedule `Schedule::automatic`
+/// chooses for `ranks` ranks (halving and doubling: its partner; the ring: the previous rank), or
+/// −1 when there are no messages (one rank).
+inline int first_sender(int rank, int ranks) noexcept {
+    if (ranks < 2) {
+        return -1;
+    }
+    return (ranks & (ranks - 1)) == 0 ? rank ^ 1 : (rank + ranks - 1) % ranks;
 }
 
 /// The all-reduce of the runs `add` queues, on `comm` (syncblob's private communicator: see
@@ -99,6 +124,7 @@ public:
             ranks_ = other.ranks_;
             rank_ = other.rank_;
             mean_ = other.mean_;
+            accepted_ = other.accepted_;
             levels_ = other.levels_;
             piece_ = other.piece_;
             op_ = other.op_;
@@ -123,6 +149,46 @@ public:
         }
         fill_slots();
         return count;
+    }
+
+    /// As add, before the call is agreed: of the pieces the window starts, only the first step's
+    /// sends are posted, and nothing is received or reduced until `accept` (or `take_back`).
+    std::uint64_t add_before_agreement(T* p, std::size_t n) {
+        accepted_ = false;
+        return add(p, n);
+    }
+
+    /// The pieces whose first messages were sent before the agreement (their tags: 0 to this − 1).
+    [[nodiscard]] std::size_t sent_early() const noexcept { return accepted_ || steps() == 0 ? 0 : next_; }
+
+    /// The call is agreed, so every rank sends what this one expects: posts the receives the early
+    /// pieces wait for. wait() and test() come after this (or after take_back).
+    void accept() {
+        if (accepted_) {
+            return;
+        }
+        accepted_ = true;
+        for (std::size_t s = 0; s < slots_.size(); ++s) {
+            if (slots_[s].step == 0) {
+                post_receive(s);
+            }
+        }
+    }
+
+    /// The call was refused: waits until the rank each early message went to has consumed it
+    /// (consume_early, which every rank runs on the same refusal), within `deadline` (then as
+    /// wait()); nothing was received or reduced. The handle is then done.
+    template <class Keep>
+    void take_back(MPI_Comm user_comm, const Deadline& deadline, Keep keep) {
+        std::vector<std::shared_ptr<void>> memory;
+        std::vector<MPI_Request> sends = take_in_flight(memory);
+        accepted_ = true;
+        complete(sends, user_comm, deadline, op_, "MPI_Isend", "the refused call's early messages to be taken back",
+                 [&] {
+                     auto kept = keep();
+                     kept.insert(kept.end(), memory.begin(), memory.end());
+                     return kept;
+                 });
     }
 
     /// Every queued piece is reduced.
@@ -180,8 +246,6 @@ private:
         std::shared_ptr<T[]> scratch;
         std::size_t scratch_size = 0;
     };
-    // Distinct among the pieces in flight (at most slots_.size() apart), and within MPI_TAG_UB's least value.
-    static constexpr std::size_t tag_period = 32768;
 
     [[nodiscard]] std::size_t lo(const Piece& piece, int chunk) const noexcept {
         return piece.n * static_cast<std::size_t>(chunk) / static_cast<std::size_t>(ranks_);
@@ -240,7 +304,8 @@ private:
         return {Message{wrap(rank_ + 1), send, send + 1}, Message{wrap(rank_ - 1), receive, receive + 1}};
     }
 
-    // Posts the current step of slot `s`, or frees the slot when its piece is done.
+    // Posts the current step of slot `s` (its receive only once the call is accepted), or frees the
+    // slot when its piece is done.
     void post(std::size_t s) {
         Slot& slot = slots_[s];
         const Piece& piece = pieces_[slot.piece];
@@ -249,7 +314,20 @@ private:
             ++finished_;
             return;
         }
-        const auto [out, in] = messages(slot.step);
+        if (accepted_) {
+            post_receive(s);
+        }
+        const Message out = messages(slot.step).first;
+        check(MPI_Isend(piece.p + lo(piece, out.first), static_cast<int>(lo(piece, out.last) - lo(piece, out.first)),
+                        datatype<T>(), out.rank, piece_tag(slot.piece), comm_, &requests_[2 * s + 1]),
+              op_, "MPI_Isend");
+    }
+
+    // Posts the receive of slot `s`'s current step (into scratch while reducing).
+    void post_receive(std::size_t s) {
+        Slot& slot = slots_[s];
+        const Piece& piece = pieces_[slot.piece];
+        const Message in = messages(slot.step).second;
         T* into = piece.p + lo(piece, in.first);
         const std::size_t count = lo(piece, in.last) - lo(piece, in.first);
         if (slot.step < steps()) {
@@ -259,12 +337,9 @@ private:
             }
             into = slot.scratch.get();
         }
-        const int tag = static_cast<int>(slot.piece % tag_period);
-        check(MPI_Irecv(into, static_cast<int>(count), datatype<T>(), in.rank, tag, comm_, &requests_[2 * s]), op_,
-              "MPI_Irecv");
-        check(MPI_Isend(piece.p + lo(piece, out.first), static_cast<int>(lo(piece, out.last) - lo(piece, out.first)),
-                        datatype<T>(), out.rank, tag, comm_, &requests_[2 * s + 1]),
-              op_, "MPI_Isend");
+        check(MPI_Irecv(into, static_cast<int>(count), datatype<T>(), in.rank, piece_tag(slot.piece), comm_,
+                        &requests_[2 * s]),
+              op_, "MPI_Irecv");
     }
 
     // Slot `s`'s messages of this step have both arrived: add what it received (reduce-scatter),
@@ -285,6 +360,10 @@ private:
     // Tests (or, `block`ing, waits for some of) the messages in flight and advances every slot whose
     // step completed; returns whether any did.
     bool progress(bool block) {
+        if (!accepted_) {  // a caller's mistake: nothing may be received before the call is agreed
+            throw StateError(std::string(op_) +
+                             ": the all-reduce's early messages were neither accepted nor taken back");
+        }
         fill_slots();
         if (done()) {
             return true;
@@ -348,7 +427,8 @@ private:
     int ranks_ = 1;
     int rank_ = 0;
     bool mean_ = false;
-    int levels_ = 0;  // log2(ranks) where the schedule is halving and doubling, else 0 (the ring)
+    bool accepted_ = true;  // false between add_before_agreement and accept
+    int levels_ = 0;        // log2(ranks) where the schedule is halving and doubling, else 0 (the ring)
     std::size_t piece_ = 1;
     std::string_view op_;
     std::vector<Piece> pieces_;
