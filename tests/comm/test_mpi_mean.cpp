@@ -40,6 +40,7 @@ using namespace std::chrono_literals;
 namespace {
 std::atomic<long> sends{0};             // MPI_Isend calls of this process
 std::atomic<long> sends_at_gather{-1};  // `sends` when this process last started an MPI_Iallgather
+std::atomic<int> gather_delay_ms{0};    // how long this process's next MPI_Iallgather waits to start
 }  // namespace
 
 // MPI's profiling interface: this definition takes the place of the library's, counts, and calls the
@@ -55,6 +56,9 @@ extern "C" int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest
 extern "C" int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
     sends_at_gather.store(sends.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    if (const int delay = gather_delay_ms.exchange(0); delay > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{delay});
+    }
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
@@ -472,7 +476,8 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
     // Ranks that differ send early messages of different sizes and numbers, or none: each must be
     // consumed before the call throws (a message left behind would be taken by the next call's
     // receive of its tag), and none received into a buffer sized for another (Open MPI's shared
-    // memory writes a longer message past the end).
+    // memory writes a longer message past the end). The odd rank joins the agreement 100 ms after
+    // its early messages, so the rank they go to sees them while it waits for the agreement.
     OwnComm own;
     const int odd = size_of(own.comm) > 1 ? 1 : 0;
     const bool is_odd = rank_in(own.comm) == odd;
@@ -497,6 +502,7 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
     const auto refused = [&](auto& mine, const std::function<void()>& call) {
         fill_exact(mine, own.comm, -3);
         const std::vector<double> before = diffs(mine);
+        gather_delay_ms = is_odd ? 100 : 0;
         const std::string message = outcome(call);
         INFO("rank " << rank_in(own.comm) << ": " << message);
         CHECK(everywhere(!message.empty()));
@@ -514,6 +520,11 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
         mpi::Options bounded = options;
         bounded.timeout = 30s;
         refused(mine, [&] { mpi::allreduce_diff(mine, own.comm, Reduce::mean, bounded); });
+    }
+    SECTION("a rank's pieces are longer, so are its messages") {
+        mpi::Options longer_pieces = options;
+        longer_pieces.piece_bytes = is_odd ? 1024 : 256;
+        refused(arena, [&] { mpi::allreduce_diff(arena, own.comm, Reduce::mean, longer_pieces); });
     }
     SECTION("a rank's arena holds doubles") {
         if (is_odd) {

@@ -68,6 +68,18 @@ std::uint64_t sum_in_pieces(T* p, std::size_t n, std::size_t piece, MPI_Comm com
     return calls;
 }
 
+// What mpi_agree.hpp's agree does with a mean's messages sent before it (mpi_ring.hpp).
+template <MpiElement T, class Keep>
+struct EarlyMessages {
+    Allreduce<T>& engine;
+    MPI_Comm comm;
+    const Deadline& deadline;
+    Keep keep;
+    void receive() { engine.receive_early(); }
+    [[nodiscard]] std::uint64_t received() const noexcept { return engine.received_early(); }
+    void take_back() { engine.take_back(comm, deadline, keep); }
+};
+
 }  // namespace detail
 
 /// All-reduces the diff of every blob of `arena` across `comm`, in place, on every rank: the sum,
@@ -126,15 +138,18 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
             stats.calls = early->add_before_agreement(p, n);
         }
     }
-    const detail::Agreement agreed = detail::agree(
-        arena, comm, op,
-        {comm::detail::CommOperation::allreduce, static_cast<std::uint64_t>(reduce), 0, 0,
-         detail::requested_piece(options.piece_bytes), deadline.bounded(), false, early ? early->sent_early() : 0},
-        deadline, failure, [&] {
-            if (early) {
-                early->take_back(comm, deadline, keep);
-            }
-        });
+    const detail::Call call{comm::detail::CommOperation::allreduce,
+                            static_cast<std::uint64_t>(reduce),
+                            0,
+                            0,
+                            detail::requested_piece(options.piece_bytes),
+                            deadline.bounded(),
+                            false,
+                            early ? early->sent_early() : 0};
+    const detail::Agreement agreed =
+        early ? detail::agree(arena, comm, op, call, deadline, failure,
+                              detail::EarlyMessages<T, decltype(keep)>{*early, comm, deadline, keep})
+              : detail::agree(arena, comm, op, call, deadline, failure);
     const std::size_t piece = detail::piece_elements<T>(agreed.piece_bytes(options.piece_bytes));
     if (early) {
         early->accept();

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -94,15 +95,19 @@ inline std::optional<bool> known_across_hosts(MPI_Comm comm) {
 /// before its agreement) that rank `from` sent this rank on the private communicator `mine`, for a
 /// call the agreement refused. Each is matched by a probe and received whole, into a block of the
 /// size it has: a receive of the size this rank would expect could meet a longer one (mpi_ring.hpp).
-/// `count` is at most the window a rank starts (ring_pieces_in_flight).
-/// 	hrows CommError; TimeoutError when `deadline` passes first (as mpi_wait.hpp's complete).
-inline void consume_early(MPI_Comm mine, int from, std::uint64_t count, MPI_Comm comm, const Deadline& deadline,
-                          std::string_view op) {
+/// `count` is at most the window a rank starts (ring_pieces_in_flight); the pieces whose bits are
+/// set in `received` this rank's own early handle is receiving (Allreduce::received_early).
+/// \throws CommError; TimeoutError when `deadline` passes first (as mpi_wait.hpp's complete).
+inline void consume_early(MPI_Comm mine, int from, std::uint64_t count, std::uint64_t received, MPI_Comm comm,
+                          const Deadline& deadline, std::string_view op) {
     if (mine == MPI_COMM_NULL || from < 0) {
         return;
     }
     count = std::min<std::uint64_t>(count, ring_pieces_in_flight);
     for (std::uint64_t piece = 0; piece < count; ++piece) {
+        if (((received >> piece) & 1) != 0) {
+            continue;
+        }
         const int tag = piece_tag(static_cast<std::size_t>(piece));
         MPI_Message message = MPI_MESSAGE_NULL;
         MPI_Status status{};
@@ -145,16 +150,19 @@ struct Call {
 /// bucket limit of 0) is the same typed error on every rank; arenas or calls that differ the same
 /// StateError; when some rank's own preparation failed (`local_failure`, caught by the caller
 /// before this call), that rank rethrows its exception and every other rank throws a StateError
-/// naming it. Before it throws, this rank consumes the early messages another rank sent it
-/// (consume_early), then runs `refused()`, which takes its own back; no data has changed on any
-/// rank. The gathering is an MPI_Iallgather, with a bounded
-/// `deadline` polled until it passes (TimeoutError: a rank never joined).
+/// naming it. The gathering is an MPI_Iallgather, with a bounded `deadline` polled until it passes
+/// (TimeoutError: a rank never joined).
+/// `early`, for a call that sent messages before it (a mean: mpi_ring.hpp), or nullptr: while the
+/// gathering is waited for, `early.receive()` receives those sent to this rank whose sizes it has
+/// checked; when the call is refused, this rank consumes the others sent to it (consume_early, but
+/// for the pieces `early.received()` names), then `early.take_back()` waits for its own to be
+/// consumed, and only then throws: no rank's data has changed, and no message is left behind.
 /// Returns what the descriptors say of every rank (Agreement).
 /// \throws StateError first when this rank gave an earlier call on `comm` up (see mpi_wait.hpp).
-template <Element T, SyncedAllocator A, class Refused = void (*)()>
-Agreement agree(
-    const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call, const Deadline& deadline,
-    const std::exception_ptr& local_failure = nullptr, Refused refused = [] {}) {
+template <Element T, SyncedAllocator A, class Early = std::nullptr_t>
+Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_view op, const Call& call,
+                const Deadline& deadline, const std::exception_ptr& local_failure = nullptr, Early early = nullptr) {
+    constexpr bool sent_early = !std::is_null_pointer_v<Early>;
     using Descriptor = comm::detail::ArenaDescriptor;
     const audit::Operation audited("mpi agreement");  // a wait no caller asks for
     (void)Graveyard::reap();
@@ -183,18 +191,29 @@ Agreement agree(
     check(MPI_Iallgather(&gathered->first, bytes, MPI_BYTE, gathered->second.data(), bytes, MPI_BYTE, comm,
                          request.data()),
           op, "MPI_Iallgather");
-    complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement",
-             [&] { return std::vector<std::shared_ptr<void>>{gathered}; });
+    const auto keep = [&] { return std::vector<std::shared_ptr<void>>{gathered}; };
+    if constexpr (sent_early) {
+        complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement", keep,
+                 [&] { early.receive(); });
+    } else {
+        complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement", keep);
+    }
     const auto& all = gathered->second;
     try {
         comm::detail::settle(all, op, rank, problem, local_failure);
     } catch (...) {
         const int from = first_sender(rank, size);
         if (from >= 0 && all[static_cast<std::size_t>(from)].early != 0) {
-            consume_early(existing_private_comm(comm), from, all[static_cast<std::size_t>(from)].early, comm, deadline,
-                          op);
+            std::uint64_t received = 0;
+            if constexpr (sent_early) {
+                received = early.received();
+            }
+            consume_early(existing_private_comm(comm), from, all[static_cast<std::size_t>(from)].early, received, comm,
+                          deadline, op);
         }
-        refused();  // this rank's own early messages, consumed by the rank they went to
+        if constexpr (sent_early) {
+            early.take_back();  // this rank's own, consumed by the ranks they went to
+        }
         throw;
     }
     const Agreement agreed{std::ranges::any_of(all, [](const Descriptor& d) { return d.device != 0; }),

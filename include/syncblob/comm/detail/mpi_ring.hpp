@@ -161,29 +161,68 @@ public:
     /// The pieces whose first messages were sent before the agreement (their tags: 0 to this − 1).
     [[nodiscard]] std::size_t sent_early() const noexcept { return accepted_ || steps() == 0 ? 0 : next_; }
 
+    /// While the agreement is waited for: posts the receive of each early piece whose first message
+    /// has arrived with the size this rank expects (seen by MPI_Iprobe, which the receive then
+    /// matches: nothing else receives on the private communicator meanwhile), so that it is copied
+    /// before the call is agreed. A message of another size is left where it is: the agreement
+    /// refuses that call, and consume_early takes the message.
+    void receive_early() {
+        for (std::size_t s = 0; s < slots_.size() && !accepted_; ++s) {
+            if (slots_[s].step != 0 || requests_[2 * s] != MPI_REQUEST_NULL) {
+                continue;
+            }
+            const Piece& piece = pieces_[slots_[s].piece];
+            const Message in = messages(0).second;
+            int arrived = 0;
+            MPI_Status status{};
+            check(MPI_Iprobe(in.rank, piece_tag(slots_[s].piece), comm_, &arrived, &status), op_, "MPI_Iprobe");
+            int bytes = -1;
+            if (arrived != 0) {
+                check(MPI_Get_count(&status, MPI_BYTE, &bytes), op_, "MPI_Get_count");
+            }
+            if (bytes >= 0 &&
+                static_cast<std::size_t>(bytes) == (lo(piece, in.last) - lo(piece, in.first)) * sizeof(T)) {
+                post_receive(s);
+            }
+        }
+    }
+
+    /// The tags (as bits) of the early pieces whose first message receive_early is receiving: a
+    /// refused call's consume_early leaves those to this handle.
+    [[nodiscard]] std::uint64_t received_early() const noexcept {
+        std::uint64_t tags = 0;
+        for (std::size_t s = 0; s < slots_.size() && !accepted_; ++s) {
+            if (slots_[s].step == 0 && requests_[2 * s] != MPI_REQUEST_NULL && slots_[s].piece < 64) {
+                tags |= std::uint64_t{1} << slots_[s].piece;
+            }
+        }
+        return tags;
+    }
+
     /// The call is agreed, so every rank sends what this one expects: posts the receives the early
-    /// pieces wait for. wait() and test() come after this (or after take_back).
+    /// pieces still wait for. wait() and test() come after this (or after take_back).
     void accept() {
         if (accepted_) {
             return;
         }
         accepted_ = true;
         for (std::size_t s = 0; s < slots_.size(); ++s) {
-            if (slots_[s].step == 0) {
+            if (slots_[s].step == 0 && requests_[2 * s] == MPI_REQUEST_NULL) {
                 post_receive(s);
             }
         }
     }
 
     /// The call was refused: waits until the rank each early message went to has consumed it
-    /// (consume_early, which every rank runs on the same refusal), within `deadline` (then as
-    /// wait()); nothing was received or reduced. The handle is then done.
+    /// (consume_early, which every rank runs on the same refusal) and for the receives
+    /// receive_early posted, within `deadline` (then as wait()); nothing was reduced. The handle is
+    /// then done.
     template <class Keep>
     void take_back(MPI_Comm user_comm, const Deadline& deadline, Keep keep) {
         std::vector<std::shared_ptr<void>> memory;
-        std::vector<MPI_Request> sends = take_in_flight(memory);
+        std::vector<MPI_Request> early = take_in_flight(memory);
         accepted_ = true;
-        complete(sends, user_comm, deadline, op_, "MPI_Isend", "the refused call's early messages to be taken back",
+        complete(early, user_comm, deadline, op_, "MPI_Isend", "the refused call's early messages to be taken back",
                  [&] {
                      auto kept = keep();
                      kept.insert(kept.end(), memory.begin(), memory.end());

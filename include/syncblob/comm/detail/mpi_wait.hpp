@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -147,16 +148,17 @@ inline void require_in_step(MPI_Comm comm, std::string_view op) {
 
 /// Completes `requests` (issued by `op` on `comm`): without a deadline as MPI_Waitall; with one,
 /// polling MPI_Testall until they complete or it passes, then gives them up (give_up) with the
-/// memory `keep()` returns. \throws CommError when MPI reports a failure.
-template <class Keep>
+/// memory `keep()` returns. With `poll`, it polls either way and calls `poll()` between tests (work
+/// of the caller's that can move while it waits). \throws CommError when MPI reports a failure.
+template <class Keep, class Poll = std::nullptr_t>
 void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline& deadline, std::string_view op,
-              const char* call, std::string_view what, Keep keep) {
+              const char* call, std::string_view what, Keep keep, Poll poll = nullptr) {
     if (requests.empty()) {
         return;
     }
     const int n = static_cast<int>(requests.size());
     audit::note(audit::Wait::collective);
-    if (!deadline.bounded()) {
+    if (!deadline.bounded() && std::is_null_pointer_v<Poll>) {
         check(MPI_Waitall(n, requests.data(), MPI_STATUSES_IGNORE), op, "MPI_Waitall");
         requests.clear();
         return;
@@ -170,6 +172,9 @@ void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline&
         }
         if (deadline.passed()) {
             break;
+        }
+        if constexpr (!std::is_null_pointer_v<Poll>) {
+            poll();
         }
         std::this_thread::yield();  // Open MPI progresses the requests only inside MPI calls: keep testing
     }
