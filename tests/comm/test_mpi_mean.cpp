@@ -570,3 +570,29 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
         CHECK(off_mean(arena, own.comm) == 0);
     }
 }
+
+TEST_CASE("mpi: a mean refused by the sync audit's error mode leaves no early message behind", "[mpi][mean]") {
+    // In Mode::error the agreement, a wait no caller asks for, throws SyncError on every rank: a
+    // message sent before it would be left on the private communicator for the next call's receive,
+    // and a gathering posted before it would write the descriptors of a call that is gone (under
+    // ASan a heap-use-after-free; on 8 ranks the next call waited forever).
+    OwnComm own;
+    ParameterArena<float> arena;
+    arena.add({200});
+    arena.seal();
+    const mpi::Options options{.piece_bytes = 256};
+    fill_exact(arena, own.comm);
+    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);  // the communicator is agreed on
+    fill_exact(arena, own.comm, -3);
+    bool refused = false;
+    try {
+        const syncblob::audit::ModeScope strict(syncblob::audit::Mode::error);
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+    } catch (const syncblob::SyncError&) {
+        refused = true;
+    }
+    CHECK(everywhere(refused));
+    fill_exact(arena, own.comm);
+    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+    CHECK(off_mean(arena, own.comm) == 0);
+}

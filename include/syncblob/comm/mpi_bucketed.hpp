@@ -241,6 +241,9 @@ private:
         if (ring_) {
             ring_->wait(comm_, deadline, what, [&] { return hold_diffs(); });
         }
+        if (!requests_.empty()) {
+            audit::note(audit::Wait::collective);  // asked for by wait(); abandon() only counts it
+        }
         detail::complete(requests_, comm_, deadline, op, "MPI_Iallreduce", what, [&] { return hold_diffs(); });
     }
 

@@ -111,8 +111,8 @@ inline void consume_early(MPI_Comm mine, int from, std::uint64_t count, std::uin
         const int tag = piece_tag(static_cast<std::size_t>(piece));
         MPI_Message message = MPI_MESSAGE_NULL;
         MPI_Status status{};
+        audit::note(audit::Wait::collective);  // with a deadline too: the polling below is the same wait
         if (!deadline.bounded()) {
-            audit::note(audit::Wait::collective);
             check(MPI_Mprobe(from, tag, mine, &message, &status), op, "MPI_Mprobe");
         } else {
             for (int found = 0; found == 0;) {
@@ -188,6 +188,7 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
     // timeouts still match here (a blocking and a non-blocking collective never match), and learn
     // from the descriptors whether the collectives after it may be blocking.
     std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+    audit::note(audit::Wait::collective);  // before the gathering is posted (complete)
     check(MPI_Iallgather(&gathered->first, bytes, MPI_BYTE, gathered->second.data(), bytes, MPI_BYTE, comm,
                          request.data()),
           op, "MPI_Iallgather");

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../../core/sync_audit.hpp"
 #include "mpi_call.hpp"
 #include "mpi_wait.hpp"
 
@@ -118,6 +119,7 @@ inline MPI_Comm private_comm(MPI_Comm comm, const Deadline& deadline, std::strin
     }
     auto dup = std::make_shared<MPI_Comm>(MPI_COMM_NULL);  // on the heap: given up on, MPI may still write it
     std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+    audit::note(audit::Wait::collective);  // before the duplication is posted (complete)
     check(MPI_Comm_idup(comm, dup.get(), request.data()), op, "MPI_Comm_idup");
     complete(request, comm, deadline, op, "MPI_Comm_idup", "every rank to make syncblob's private communicator",
              [&] { return std::vector<std::shared_ptr<void>>{dup}; });

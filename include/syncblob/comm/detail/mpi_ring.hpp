@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/sync_audit.hpp"
 #include "mpi_call.hpp"
 #include "mpi_wait.hpp"
 
@@ -223,6 +224,11 @@ public:
         std::vector<std::shared_ptr<void>> memory;
         std::vector<MPI_Request> early = take_in_flight(memory);
         accepted_ = true;
+        if (!early.empty()) {
+            // Counted, never thrown: the messages were sent before this wait, and must be waited for.
+            const audit::CountOnly counted;
+            audit::note(audit::Wait::collective);
+        }
         complete(early, user_comm, deadline, op_, "MPI_Isend", "the refused call's early messages to be taken back",
                  [&] {
                      auto kept = keep();

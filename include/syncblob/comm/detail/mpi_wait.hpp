@@ -150,6 +150,10 @@ inline void require_in_step(MPI_Comm comm, std::string_view op) {
 /// polling MPI_Testall until they complete or it passes, then gives them up (give_up) with the
 /// memory `keep()` returns. With `poll`, it polls either way and calls `poll()` between tests (work
 /// of the caller's that can move while it waits). \throws CommError when MPI reports a failure.
+/// The caller reports the wait (`audit::note(audit::Wait::collective)`) before it posts the
+/// requests, or in an operation that asks for the wait: in `audit::Mode::error` a report the
+/// operation did not ask for throws, and a request posted before it would be left to write memory
+/// the exception frees (so did the agreement's gathering, which the next call on 8 ranks waited for).
 template <class Keep, class Poll = std::nullptr_t>
 void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline& deadline, std::string_view op,
               const char* call, std::string_view what, Keep keep, Poll poll = nullptr) {
@@ -157,7 +161,6 @@ void complete(std::vector<MPI_Request>& requests, MPI_Comm comm, const Deadline&
         return;
     }
     const int n = static_cast<int>(requests.size());
-    audit::note(audit::Wait::collective);
     if (!deadline.bounded() && std::is_null_pointer_v<Poll>) {
         check(MPI_Waitall(n, requests.data(), MPI_STATUSES_IGNORE), op, "MPI_Waitall");
         requests.clear();
@@ -210,8 +213,8 @@ std::vector<std::shared_ptr<void>> hold(const Buffers& buffers) {
 template <class Blocking, class Start, class Keep>
 void collective(const Deadline& deadline, MPI_Comm comm, std::string_view op, const char* blocking_call,
                 const char* call, std::string_view what, Blocking blocking, Start start, Keep keep) {
+    audit::note(audit::Wait::collective);
     if (!deadline.bounded()) {
-        audit::note(audit::Wait::collective);
         check(blocking(), op, blocking_call);
         return;
     }
