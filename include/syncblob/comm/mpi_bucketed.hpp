@@ -254,6 +254,9 @@ private:
             return;
         }
         try {
+            // A destructor's wait, in whatever operation the caller is in: counted, never thrown (a
+            // SyncError here would leave the started buckets unreduced).
+            const audit::CountOnly counted;
             detail::ErrorsReturn errors(comm_, op);
             if (plan_.started() != 0 && plan_.started() != plan_.buckets().size()) {
                 detail::mark_out_of_step(comm_, op);
