@@ -472,6 +472,54 @@ TEST_CASE("mpi: a mean on a communicator agreed on before sends its first messag
     }
 }
 
+TEST_CASE(
+    "mpi: iallreduce_diff's mean on a communicator agreed on before sends its first messages before the agreement",
+    "[mpi][mean]") {
+    // As allreduce_diff's: the bucketed one-shot form (a new handle each call) agrees every call.
+    OwnComm own;
+    const int ranks = size_of(own.comm);
+    ParameterArena<float> arena;
+    arena.add({1000});
+    arena.add({24});
+    arena.seal();  // one bucket, one piece
+    for (int call = 0; call < 3; ++call) {
+        fill_exact(arena, own.comm);
+        MPI_Barrier(own.comm);
+        const long before = sends.load();
+        auto step = mpi::iallreduce_diff(arena, own.comm, Reduce::mean, std::size_t{1} << 20);
+        INFO("call " << call << ", " << ranks << " ranks");
+        CHECK(sends_at_gather.load() - before == (call == 0 || ranks == 1 ? 0 : 1));
+        const syncblob::CommStats stats = step.wait();
+        CHECK(stats.calls == 1);
+        CHECK(off_mean(arena, own.comm) == 0);
+    }
+}
+
+TEST_CASE("mpi: an early iallreduce_diff mean and a BucketedAllreduce that agrees first meet in one exact mean",
+          "[mpi][mean]") {
+    // Rank 0 constructs its handle, agreeing before it sends; the others send early. Every rank's
+    // receives meet the others' messages whichever way each started.
+    OwnComm own;
+    ParameterArena<float> arena;
+    arena.add({500});
+    arena.add({300});
+    arena.seal();
+    const mpi::Options options{.piece_bytes = 512};  // 128 floats a piece, 2 buckets of 2 and 3 pieces
+    fill_exact(arena, own.comm);
+    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);  // the communicator is agreed on
+    for (int call = 0; call < 2; ++call) {
+        fill_exact(arena, own.comm);
+        if (rank_in(own.comm) == call % size_of(own.comm)) {
+            mpi::BucketedAllreduce<float, syncblob::HostOnly> step(arena, own.comm, Reduce::mean, 1600, 1600, options);
+            step.start_all();
+            (void)step.wait();
+        } else {
+            (void)mpi::iallreduce_diff(arena, own.comm, Reduce::mean, 1600, options).wait();
+        }
+        CHECK(off_mean(arena, own.comm) == 0);
+    }
+}
+
 TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and the next call is exact",
           "[mpi][mean]") {
     // Ranks that differ send early messages of different sizes and numbers, or none: each must be
@@ -534,6 +582,17 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
             refused(arena, [&] { mpi::allreduce_diff(arena, own.comm, Reduce::mean, options); });
         }
     }
+    SECTION("iallreduce_diff: a rank's arena is longer") {
+        auto& mine = is_odd ? longer : arena;
+        refused(mine, [&] { (void)mpi::iallreduce_diff(mine, own.comm, Reduce::mean, 1024, options).wait(); });
+    }
+    SECTION("iallreduce_diff: a rank's buckets are smaller, and a timeout is set") {
+        mpi::Options bounded = options;
+        bounded.timeout = 30s;
+        refused(arena, [&] {
+            (void)mpi::iallreduce_diff(arena, own.comm, Reduce::mean, is_odd ? 128 : 1024, bounded).wait();
+        });
+    }
     SECTION("a rank asks for a sum, and another broadcasts") {
         const int rank = rank_in(own.comm);
         refused(arena, [&] {
@@ -554,21 +613,31 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
         fill_exact(staged, own.comm, -3);
         const std::vector<double> values = diffs(staged);
         std::vector<float> device(values.begin(), values.end());
-        syncblob_test::write_device<SimulatedDevice>(staged[0].mutable_device_diff(), device.data(),
-                                                     device.size() * sizeof(float));
-        std::string message;
-        try {
-            SimulatedDevice::Scope fail({.fail_copy = is_odd ? 1u : 0u});
-            mpi::allreduce_diff(staged, own.comm, Reduce::mean, {.device_aware = false, .piece_bytes = 256});
-        } catch (const syncblob::Error& e) {  // DeviceError on the rank that failed, StateError elsewhere
-            message = e.what();
+        // allreduce_diff stages before its agreement; iallreduce_diff with each bucket, after its early sends.
+        const std::function<void()> calls[] = {
+            [&] { mpi::allreduce_diff(staged, own.comm, Reduce::mean, {.device_aware = false, .piece_bytes = 256}); },
+            [&] {
+                (void)mpi::iallreduce_diff(staged, own.comm, Reduce::mean, 1024,
+                                           {.device_aware = false, .piece_bytes = 256})
+                    .wait();
+            }};
+        for (const auto& call : calls) {
+            syncblob_test::write_device<SimulatedDevice>(staged[0].mutable_device_diff(), device.data(),
+                                                         device.size() * sizeof(float));
+            std::string message;
+            try {
+                SimulatedDevice::Scope fail({.fail_copy = is_odd ? 1u : 0u});
+                call();
+            } catch (const syncblob::Error& e) {  // DeviceError on the rank that failed, StateError elsewhere
+                message = e.what();
+            }
+            INFO("rank " << rank_in(own.comm) << ": " << message);
+            CHECK(everywhere(!message.empty()));
+            CHECK(diffs(staged) == values);
+            fill_exact(arena, own.comm);
+            mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+            CHECK(off_mean(arena, own.comm) == 0);
         }
-        INFO("rank " << rank_in(own.comm) << ": " << message);
-        CHECK(everywhere(!message.empty()));
-        CHECK(diffs(staged) == values);
-        fill_exact(arena, own.comm);
-        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
-        CHECK(off_mean(arena, own.comm) == 0);
     }
 }
 

@@ -68,18 +68,6 @@ std::uint64_t sum_in_pieces(T* p, std::size_t n, std::size_t piece, MPI_Comm com
     return calls;
 }
 
-// What mpi_agree.hpp's agree does with a mean's messages sent before it (mpi_ring.hpp).
-template <MpiElement T, class Keep>
-struct EarlyMessages {
-    Allreduce<T>& engine;
-    MPI_Comm comm;
-    const Deadline& deadline;
-    Keep keep;
-    void receive() { engine.receive_early(); }
-    [[nodiscard]] std::uint64_t received() const noexcept { return engine.received_early(); }
-    void take_back() { engine.take_back(comm, deadline, keep); }
-};
-
 }  // namespace detail
 
 /// All-reduces the diff of every blob of `arena` across `comm`, in place, on every rank: the sum,
@@ -123,19 +111,12 @@ CommStats allreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce redu
         p = diff.mutable_host_data().data();
     });
     const auto keep = [&] { return detail::hold(view->buffers()); };
-    // A mean on a communicator an earlier call has agreed on (its private communicator made, its
-    // hosts known) sends its first messages now: the agreement's round and theirs then wait for the
-    // other ranks together (detail/mpi_ring.hpp). Not in the sync audit's error mode: there the
-    // agreement's wait throws SyncError before any rank learns what the others sent early.
+    // A mean on a communicator an earlier call has agreed on sends its first messages now: the
+    // agreement's round and theirs then wait for the other ranks together (detail/mpi_ring.hpp).
     std::optional<detail::Allreduce<T>> early;
-    if (reduce == Reduce::mean && p != nullptr && n != 0 && !failure && audit::mode() != audit::Mode::error) {
-        detail::require_in_step(comm, op);
-        const MPI_Comm mine = detail::existing_private_comm(comm);
-        const std::optional<bool> across = detail::known_across_hosts(comm);
-        if (mine != MPI_COMM_NULL && (across || options.piece_bytes)) {
-            const detail::Agreement known{false, across.value_or(false)};
-            early.emplace(mine, true, detail::piece_elements<T>(known.piece_bytes(options.piece_bytes)),
-                          ring_pieces_in_flight, op);
+    if (reduce == Reduce::mean && p != nullptr && n != 0 && !failure) {
+        if (const auto start = detail::early_start(comm, options.piece_bytes, op)) {
+            early.emplace(start->mine, true, detail::piece_elements<T>(start->piece_bytes), ring_pieces_in_flight, op);
             stats.calls = early->add_before_agreement(p, n);
         }
     }

@@ -33,6 +33,17 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace mpi {
 
+template <MpiElement T, SyncedAllocator A>
+class BucketedAllreduce;
+
+/// Starts a bucketed non-blocking all-reduce of every bucket at once (buckets of at most
+/// `bucket_bytes`); call `wait()` on the result. For a bucket-by-bucket start as gradients become
+/// ready, construct a BucketedAllreduce and call `ready(i)` with each blob's index in the arena.
+/// \throws as BucketedAllreduce's constructor.
+template <MpiElement T, SyncedAllocator A>
+BucketedAllreduce<T, A> iallreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce,
+                                        std::size_t bucket_bytes, Options options = {});
+
 /// A bucketed, non-blocking all-reduce of an arena's diff: the buckets (`ParameterArena::buckets`,
 /// in reverse order of addition) start in bucket order, each as soon as every blob in it is `ready`,
 /// so the last layers' gradients travel while backward still computes the first ones. Do not touch
@@ -64,19 +75,7 @@ public:
         const audit::Operation audited(op);
         const detail::Deadline deadline(options.timeout);
         detail::ErrorsReturn errors(comm, op);
-        const detail::Agreement agreed = detail::agree(
-            arena, comm, op,
-            {comm::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce), first_bytes,
-             bucket_bytes, detail::requested_piece(options.piece_bytes), false, may_use_device()},
-            deadline);
-        options_.piece_bytes = agreed.piece_bytes(options.piece_bytes);  // the same on every rank
-        if (!agreed.device) {
-            ring_.emplace(detail::private_comm(comm, deadline, op), reduce == Reduce::mean,
-                          detail::piece_elements<T>(*options_.piece_bytes), ring_pieces_in_flight, op);
-        }
-        plan_ = comm::detail::BucketPlan(arena.buckets(first_bytes, bucket_bytes), arena.size());
-        staged_.resize(plan_.buckets().size());
-        stats_.bytes = arena.bytes();
+        agree_and_plan(first_bytes, bucket_bytes, deadline);
     }
     BucketedAllreduce(const BucketedAllreduce&) = delete;
     BucketedAllreduce& operator=(const BucketedAllreduce&) = delete;
@@ -172,6 +171,65 @@ public:
 private:
     static constexpr std::string_view op = "mpi::iallreduce_diff";
 
+    friend BucketedAllreduce iallreduce_diff<T, A>(ParameterArena<T, A>&, MPI_Comm, Reduce, std::size_t, Options);
+    struct StartAll {};
+
+    // iallreduce_diff's: plans buckets of at most `bucket_bytes` and starts them all. A mean whose
+    // pieces an earlier agreement on `comm` fixed (detail::early_start) starts them before its
+    // agreement, sending the first messages of the pieces the engine's window holds: the
+    // agreement's round and theirs then wait for the other ranks together. A refused call takes
+    // them back (mpi_agree.hpp) and throws as the constructor above.
+    BucketedAllreduce(StartAll, ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, std::size_t bucket_bytes,
+                      Options options)
+        : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
+        const audit::Operation audited(op);
+        const detail::Deadline deadline(options.timeout);
+        detail::ErrorsReturn errors(comm, op);
+        const auto early = reduce == Reduce::mean && bucket_bytes != 0
+                               ? detail::early_start(comm, options.piece_bytes, op)
+                               : std::nullopt;
+        if (!early) {
+            agree_and_plan(bucket_bytes, bucket_bytes, deadline);
+            start_all();
+            return;
+        }
+        options_.piece_bytes = early->piece_bytes;
+        ring_.emplace(early->mine, true, detail::piece_elements<T>(early->piece_bytes), ring_pieces_in_flight, op);
+        before_agreement_ = true;
+        const auto failure = comm::detail::prepare(arena, op, [&] {
+            plan_ = comm::detail::BucketPlan(arena.buckets(bucket_bytes, bucket_bytes), arena.size());
+            staged_.resize(plan_.buckets().size());
+            stats_.bytes = arena.bytes();
+            plan_.all_ready();
+            start_complete();
+        });
+        before_agreement_ = false;
+        const auto keep = [&] { return hold_diffs(); };
+        (void)detail::agree(
+            arena, comm, op,
+            {comm::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce), bucket_bytes,
+             bucket_bytes, detail::requested_piece(options.piece_bytes), false, false, ring_->sent_early()},
+            deadline, failure, detail::EarlyMessages<T, decltype(keep)>{*ring_, comm, deadline, keep});
+        ring_->accept();
+    }
+
+    // The constructor's agreement, then the plan of the buckets.
+    void agree_and_plan(std::size_t first_bytes, std::size_t bucket_bytes, const detail::Deadline& deadline) {
+        const detail::Agreement agreed = detail::agree(
+            *arena_, comm_, op,
+            {comm::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce_), first_bytes,
+             bucket_bytes, detail::requested_piece(options_.piece_bytes), false, may_use_device()},
+            deadline);
+        options_.piece_bytes = agreed.piece_bytes(options_.piece_bytes);  // the same on every rank
+        if (!agreed.device) {
+            ring_.emplace(detail::private_comm(comm_, deadline, op), reduce_ == Reduce::mean,
+                          detail::piece_elements<T>(*options_.piece_bytes), ring_pieces_in_flight, op);
+        }
+        plan_ = comm::detail::BucketPlan(arena_->buckets(first_bytes, bucket_bytes), arena_->size());
+        staged_.resize(plan_.buckets().size());
+        stats_.bytes = arena_->bytes();
+    }
+
     // Whether this rank may sum some bucket in device memory.
     [[nodiscard]] bool may_use_device() const {
         return A::device_backend::has_device && reduce_ == Reduce::sum && detail::use_device(options_);
@@ -210,7 +268,7 @@ private:
         p += bucket.offset / sizeof(T);
         const std::size_t n = bucket.bytes / sizeof(T);
         if (ring_) {
-            stats_.calls += ring_->add(p, n);
+            stats_.calls += before_agreement_ ? ring_->add_before_agreement(p, n) : ring_->add(p, n);
             return;
         }
         // One request per piece (Options::piece_bytes), as allreduce_diff reduces a sum.
@@ -277,18 +335,17 @@ private:
     std::optional<detail::Allreduce<T>> ring_;      // the engine, unless some rank may reduce device memory
     std::vector<MPI_Request> requests_;             // MPI_Iallreduce's, without the engine
     bool waited_ = false;
+    bool before_agreement_ = false;  // while iallreduce_diff's early mean starts its buckets
     CommStats stats_{};
 };
 
-/// Starts a bucketed non-blocking all-reduce of every bucket at once (buckets of at most
-/// `bucket_bytes`); call `wait()` on the result. For a bucket-by-bucket start as gradients become
-/// ready, construct a BucketedAllreduce and call `ready(i)` with each blob's index in the arena.
+// A mean on a communicator an earlier call has agreed on sends its first messages before the
+// agreement, as allreduce_diff's does (BucketedAllreduce's private constructor).
 template <MpiElement T, SyncedAllocator A>
 BucketedAllreduce<T, A> iallreduce_diff(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce,
-                                        std::size_t bucket_bytes, Options options = {}) {
-    BucketedAllreduce<T, A> handle(arena, comm, reduce, bucket_bytes, bucket_bytes, options);
-    handle.start_all();
-    return handle;
+                                        std::size_t bucket_bytes, Options options) {
+    return BucketedAllreduce<T, A>(typename BucketedAllreduce<T, A>::StartAll{}, arena, comm, reduce, bucket_bytes,
+                                   options);
 }
 
 }  // namespace mpi

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../../arena/parameter_arena.hpp"
+#include "../../core/sync_audit.hpp"
 #include "../mpi_options.hpp"
 #include "agreement.hpp"
 #include "mpi_call.hpp"
@@ -89,6 +90,32 @@ inline std::optional<bool> known_across_hosts(MPI_Comm comm) {
         return std::nullopt;
     }
     return value == reinterpret_cast<void*>(std::intptr_t{2});  // NOLINT(performance-no-int-to-ptr)
+}
+
+/// Where a mean may send its first messages before its agreement (mpi_ring.hpp): the private
+/// communicator, and the bytes of a piece.
+struct EarlyStart {
+    MPI_Comm mine = MPI_COMM_NULL;
+    std::size_t piece_bytes = 0;
+};
+
+/// Whether a mean on `comm` may send its first messages before its agreement, and where: only on a
+/// communicator an earlier call has agreed on (its private communicator made, and where its ranks
+/// run known, unless `piece_bytes` is set), so that the pieces are the ones the agreement would
+/// choose. Not in the sync audit's error mode: there the agreement's wait throws SyncError before
+/// any rank learns what the others sent early. \throws StateError when `comm` is out of step.
+inline std::optional<EarlyStart> early_start(MPI_Comm comm, std::optional<std::size_t> piece_bytes,
+                                             std::string_view op) {
+    if (audit::mode() == audit::Mode::error) {
+        return std::nullopt;
+    }
+    require_in_step(comm, op);
+    const MPI_Comm mine = existing_private_comm(comm);
+    const std::optional<bool> across = known_across_hosts(comm);
+    if (mine == MPI_COMM_NULL || !(across || piece_bytes)) {
+        return std::nullopt;
+    }
+    return EarlyStart{mine, Agreement{false, across.value_or(false)}.piece_bytes(piece_bytes)};
 }
 
 /// Receives and drops the `count` early messages (mpi_ring.hpp: the first of each piece a mean sent

@@ -485,6 +485,19 @@ private:
     std::size_t finished_ = 0;  // pieces reduced
 };
 
+/// What mpi_agree.hpp's agree does with the messages a mean's `engine` sent before it: receives
+/// them while it waits, or takes them back when the call is refused.
+template <MpiElement T, class Keep>
+struct EarlyMessages {
+    Allreduce<T>& engine;
+    MPI_Comm comm;  ///< the caller's communicator
+    const Deadline& deadline;
+    Keep keep;  ///< returns the memory the messages read and write (for an operation given up on)
+    void receive() { engine.receive_early(); }
+    [[nodiscard]] std::uint64_t received() const noexcept { return engine.received_early(); }
+    void take_back() { engine.take_back(comm, deadline, keep); }
+};
+
 }  // namespace mpi::detail
 
 SYNCBLOB_END_NAMESPACE
