@@ -423,15 +423,16 @@ void fill_exact(ParameterArena<T, A>& arena, MPI_Comm comm, int scale = 1) {
     }
 }
 
-// The elements that are not the exact mean of fill_exact's values.
+// The elements that are not the exact mean (or `reduce`) of fill_exact's values.
 template <class T, class A>
-std::size_t off_mean(ParameterArena<T, A>& arena, MPI_Comm comm) {
-    const T half = static_cast<T>(size_of(comm) + 1) / T(2);
+std::size_t off_mean(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce = Reduce::mean) {
+    const int ranks = size_of(comm);
+    const T factor = static_cast<T>(ranks + 1) / T(2) * static_cast<T>(reduce == Reduce::sum ? ranks : 1);
     std::size_t off = 0;
     std::size_t i = 0;
     for (auto& blob : arena.blobs()) {
         for (const T x : blob.host_diff()) {
-            off += x == half * static_cast<T>(i++ % 97 + 1) ? 0u : 1u;
+            off += x == factor * static_cast<T>(i++ % 97 + 1) ? 0u : 1u;
         }
     }
     return off;
@@ -472,10 +473,11 @@ TEST_CASE("mpi: a mean on a communicator agreed on before sends its first messag
     }
 }
 
-TEST_CASE(
-    "mpi: iallreduce_diff's mean on a communicator agreed on before sends its first messages before the agreement",
-    "[mpi][mean]") {
-    // As allreduce_diff's: the bucketed one-shot form (a new handle each call) agrees every call.
+TEST_CASE("mpi: iallreduce_diff on a communicator agreed on before sends its first messages before the agreement",
+          "[mpi][mean]") {
+    // As allreduce_diff's mean: the bucketed one-shot form (a new handle each call) agrees every
+    // call. A sum too, on an arena without device memory: no rank can reduce it elsewhere.
+    const Reduce reduce = GENERATE(Reduce::mean, Reduce::sum);
     OwnComm own;
     const int ranks = size_of(own.comm);
     ParameterArena<float> arena;
@@ -486,11 +488,57 @@ TEST_CASE(
         fill_exact(arena, own.comm);
         MPI_Barrier(own.comm);
         const long before = sends.load();
-        auto step = mpi::iallreduce_diff(arena, own.comm, Reduce::mean, std::size_t{1} << 20);
-        INFO("call " << call << ", " << ranks << " ranks");
+        auto step = mpi::iallreduce_diff(arena, own.comm, reduce, std::size_t{1} << 20);
+        INFO("call " << call << ", " << ranks << " ranks, " << (reduce == Reduce::sum ? "sum" : "mean"));
         CHECK(sends_at_gather.load() - before == (call == 0 || ranks == 1 ? 0 : 1));
         const syncblob::CommStats stats = step.wait();
         CHECK(stats.calls == 1);
+        CHECK(off_mean(arena, own.comm, reduce) == 0);
+    }
+}
+
+TEST_CASE("mpi: an early iallreduce_diff sum meeting a rank that sums in device memory takes its messages back",
+          "[mpi][mean]") {
+    // Rank 0 may sum in device memory (a device-aware MPI, here the simulator's), so every rank
+    // uses MPI_Iallreduce: the others' early messages are consumed before, and none is left for the
+    // next call.
+    OwnComm own;
+    if (size_of(own.comm) == 1) {
+        return;
+    }
+    SimulatedDevice::Scope scope(SimulatedDevice::Settings{});
+    ParameterArena<float> arena;
+    arena.add({500});
+    arena.add({300});
+    arena.seal();
+    ParameterArena<float, Simulated> on_device;
+    on_device.add({500});
+    on_device.add({300});
+    on_device.seal();
+    const mpi::Options options{.device_aware = true, .piece_bytes = 512};
+    fill_exact(arena, own.comm);
+    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);  // the communicator is agreed on
+    for (int call = 0; call < 2; ++call) {
+        fill_exact(arena, own.comm);
+        syncblob::CommStats stats;
+        if (rank_in(own.comm) == 0) {
+            fill_exact(on_device, own.comm);
+            for (std::size_t b = 0; b < on_device.size(); ++b) {
+                (void)on_device[b].mutable_device_diff();  // fresh on the device only: summed there
+            }
+            stats = mpi::iallreduce_diff(on_device, own.comm, Reduce::sum, 1024, options).wait();
+            CHECK(stats.on_device);
+            CHECK(off_mean(on_device, own.comm, Reduce::sum) == 0);
+        } else {
+            const long before = sends.load();
+            auto step = mpi::iallreduce_diff(arena, own.comm, Reduce::sum, 1024, options);
+            CHECK(sends_at_gather.load() - before > 0);  // sent early, then taken back
+            stats = step.wait();
+            CHECK(off_mean(arena, own.comm, Reduce::sum) == 0);
+        }
+        CHECK(stats.calls == 7);  // one MPI_Iallreduce per piece: 4 + 3 of 128 floats
+        fill_exact(arena, own.comm);
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
         CHECK(off_mean(arena, own.comm) == 0);
     }
 }

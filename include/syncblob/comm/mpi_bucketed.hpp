@@ -174,27 +174,30 @@ private:
     friend BucketedAllreduce iallreduce_diff<T, A>(ParameterArena<T, A>&, MPI_Comm, Reduce, std::size_t, Options);
     struct StartAll {};
 
-    // iallreduce_diff's: plans buckets of at most `bucket_bytes` and starts them all. A mean whose
+    // iallreduce_diff's: plans buckets of at most `bucket_bytes` and starts them all. A call whose
     // pieces an earlier agreement on `comm` fixed (detail::early_start) starts them before its
     // agreement, sending the first messages of the pieces the engine's window holds: the
-    // agreement's round and theirs then wait for the other ranks together. A refused call takes
-    // them back (mpi_agree.hpp) and throws as the constructor above.
+    // agreement's round and theirs then wait for the other ranks together. So does a mean, and a
+    // sum on an arena without device memory (which can reduce nowhere else). A refused call takes
+    // them back (mpi_agree.hpp) and throws as the constructor above; when some other rank may sum
+    // in device memory, they are taken back too, and the buckets start again in MPI_Iallreduce.
     BucketedAllreduce(StartAll, ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, std::size_t bucket_bytes,
                       Options options)
         : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
         const audit::Operation audited(op);
         const detail::Deadline deadline(options.timeout);
         detail::ErrorsReturn errors(comm, op);
-        const auto early = reduce == Reduce::mean && bucket_bytes != 0
-                               ? detail::early_start(comm, options.piece_bytes, op)
-                               : std::nullopt;
+        const bool engine = reduce == Reduce::mean || !A::device_backend::has_device;
+        const auto early =
+            engine && bucket_bytes != 0 ? detail::early_start(comm, options.piece_bytes, op) : std::nullopt;
         if (!early) {
             agree_and_plan(bucket_bytes, bucket_bytes, deadline);
             start_all();
             return;
         }
         options_.piece_bytes = early->piece_bytes;
-        ring_.emplace(early->mine, true, detail::piece_elements<T>(early->piece_bytes), ring_pieces_in_flight, op);
+        ring_.emplace(early->mine, reduce == Reduce::mean, detail::piece_elements<T>(early->piece_bytes),
+                      ring_pieces_in_flight, op);
         before_agreement_ = true;
         const auto failure = comm::detail::prepare(arena, op, [&] {
             plan_ = comm::detail::BucketPlan(arena.buckets(bucket_bytes, bucket_bytes), arena.size());
@@ -205,11 +208,19 @@ private:
         });
         before_agreement_ = false;
         const auto keep = [&] { return hold_diffs(); };
-        (void)detail::agree(
+        const detail::Agreement agreed = detail::agree(
             arena, comm, op,
             {comm::detail::CommOperation::bucketed_allreduce, static_cast<std::uint64_t>(reduce), bucket_bytes,
              bucket_bytes, detail::requested_piece(options.piece_bytes), false, false, ring_->sent_early()},
             deadline, failure, detail::EarlyMessages<T, decltype(keep)>{*ring_, comm, deadline, keep});
+        if (agreed.device) {  // the engine's messages are taken back: every rank starts MPI_Iallreduce instead
+            ring_.reset();
+            stats_.calls = 0;
+            plan_.reset();
+            plan_.all_ready();
+            start_complete();
+            return;
+        }
         ring_->accept();
     }
 

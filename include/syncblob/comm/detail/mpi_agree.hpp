@@ -183,7 +183,9 @@ struct Call {
 /// gathering is waited for, `early.receive()` receives those sent to this rank whose sizes it has
 /// checked; when the call is refused, this rank consumes the others sent to it (consume_early, but
 /// for the pieces `early.received()` names), then `early.take_back()` waits for its own to be
-/// consumed, and only then throws: no rank's data has changed, and no message is left behind.
+/// consumed, and only then throws: no rank's data has changed, and no message is left behind. So
+/// too, without throwing, when some rank may reduce in device memory (`Agreement::device`: every
+/// rank then uses MPI's collectives, not the engine that sent them).
 /// Returns what the descriptors say of every rank (Agreement).
 /// \throws StateError first when this rank gave an earlier call on `comm` up (see mpi_wait.hpp).
 template <Element T, SyncedAllocator A, class Early = std::nullptr_t>
@@ -227,9 +229,7 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
         complete(request, comm, deadline, op, "MPI_Iallgather", "every rank to join the agreement", keep);
     }
     const auto& all = gathered->second;
-    try {
-        comm::detail::settle(all, op, rank, problem, local_failure);
-    } catch (...) {
+    const auto take_back_early = [&] {
         const int from = first_sender(rank, size);
         if (from >= 0 && all[static_cast<std::size_t>(from)].early != 0) {
             std::uint64_t received = 0;
@@ -242,10 +242,18 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
         if constexpr (sent_early) {
             early.take_back();  // this rank's own, consumed by the ranks they went to
         }
+    };
+    try {
+        comm::detail::settle(all, op, rank, problem, local_failure);
+    } catch (...) {
+        take_back_early();
         throw;
     }
     const Agreement agreed{std::ranges::any_of(all, [](const Descriptor& d) { return d.device != 0; }),
                            std::ranges::any_of(all, [&](const Descriptor& d) { return d.host != all.front().host; })};
+    if (agreed.device) {
+        take_back_early();  // every rank uses MPI's collectives (Agreement::device), not the engine that sent them
+    }
     const auto hosts = static_cast<std::intptr_t>(agreed.across_hosts ? 2 : 1);
     check(MPI_Comm_set_attr(comm, hosts_key(), reinterpret_cast<void*>(hosts)),  // NOLINT(performance-no-int-to-ptr)
           op, "MPI_Comm_set_attr");
