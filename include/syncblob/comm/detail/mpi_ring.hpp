@@ -22,15 +22,17 @@
 /// Both send each rank the same bytes, (ranks − 1) / ranks of the piece each way in each phase; the
 /// first makes fewer rounds of messages, each of which waits for the slowest rank of its pair (on
 /// 4 ranks sharing 2 busy cores, 6 rounds took 21 ms for 4 MiB where 4 took 16: docs/scaling-out.md).
-/// Before the agreement (mpi_agree.hpp), a mean may send the first step of the pieces it starts
-/// (`add_before_agreement`), so that the agreement's round of messages and the data's first round
-/// share their wait for the other ranks. Their receives are posted while the agreement is waited
-/// for only for a message a probe has shown to have the size expected (`receive_early`), the others
-/// once the call is agreed (`accept`), when every rank's sizes are known to be the same: a receive of
-/// a guessed size could meet a longer message, which Open MPI 4.1's shared-memory transport writes
-/// past the end of the receive buffer whole (reporting MPI_ERR_TRUNCATE only after). A call the
-/// agreement refuses takes its early messages back: each rank consumes those sent to it that it has
-/// not received, sized as they come (`consume_early`), and waits for its own (`take_back`).
+/// Before the agreement (mpi_agree.hpp), a mean, or iallreduce_diff's sum on an arena without
+/// device memory, may send the first step of the pieces it starts (`add_before_agreement`), so that
+/// the agreement's round of messages and the data's first round share their wait for the other
+/// ranks. Their receives are posted while the agreement is waited for only for a message a probe
+/// has shown to have the size expected (`receive_early`), the others once the call is agreed
+/// (`accept`), when every rank's sizes are known to be the same: a receive of a guessed size could
+/// meet a longer message, which Open MPI 4.1's shared-memory transport writes past the end of the
+/// receive buffer whole (reporting MPI_ERR_TRUNCATE only after). A call the agreement refuses takes
+/// its early messages back: each rank consumes those sent to it that it has not received, sized as
+/// they come (`consume_early`), and waits for its own (`take_back`); so does a sum whose agreement
+/// chooses MPI's collectives (some rank may sum in device memory).
 /// For a mean, the last addition of each chunk also divides it by the number of ranks: the quotient
 /// costs no pass of its own. Every element is summed once, on one rank, and copied to the others: every
 /// rank ends with the same bits.
