@@ -49,7 +49,7 @@ struct ArenaDescriptor {
     std::uint64_t timeout_ms = 0;
     /// the host this rank runs on, as a hash of its name (MPI); ranks may differ here
     std::uint64_t host = 0;
-    /// the pieces whose first messages this rank sent before the agreement (an MPI mean on a
+    /// the pieces whose first messages this rank sent before the agreement (an MPI mean or sum on a
     /// communicator it has used: mpi_ring.hpp); ranks may differ here, and a refused call takes
     /// them back (mpi_agree.hpp)
     std::uint64_t early = 0;

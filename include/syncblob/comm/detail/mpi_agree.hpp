@@ -92,14 +92,14 @@ inline std::optional<bool> known_across_hosts(MPI_Comm comm) {
     return value == reinterpret_cast<void*>(std::intptr_t{2});  // NOLINT(performance-no-int-to-ptr)
 }
 
-/// Where a mean may send its first messages before its agreement (mpi_ring.hpp): the private
+/// Where a call may send its first messages before its agreement (mpi_ring.hpp): the private
 /// communicator, and the bytes of a piece.
 struct EarlyStart {
     MPI_Comm mine = MPI_COMM_NULL;
     std::size_t piece_bytes = 0;
 };
 
-/// Whether a mean on `comm` may send its first messages before its agreement, and where: only on a
+/// Whether a call on `comm` may send its first messages before its agreement, and where: only on a
 /// communicator an earlier call has agreed on (its private communicator made, and where its ranks
 /// run known, unless `piece_bytes` is set), so that the pieces are the ones the agreement would
 /// choose. Not in the sync audit's error mode: there the agreement's wait throws SyncError before
@@ -118,12 +118,13 @@ inline std::optional<EarlyStart> early_start(MPI_Comm comm, std::optional<std::s
     return EarlyStart{mine, Agreement{false, across.value_or(false)}.piece_bytes(piece_bytes)};
 }
 
-/// Receives and drops the `count` early messages (mpi_ring.hpp: the first of each piece a mean sent
-/// before its agreement) that rank `from` sent this rank on the private communicator `mine`, for a
-/// call the agreement refused. Each is matched by a probe and received whole, into a block of the
-/// size it has: a receive of the size this rank would expect could meet a longer one (mpi_ring.hpp).
-/// `count` is at most the window a rank starts (ring_pieces_in_flight); the pieces whose bits are
-/// set in `received` this rank's own early handle is receiving (Allreduce::received_early).
+/// Receives and drops the `count` early messages (mpi_ring.hpp: the first of each piece a call sent
+/// before its agreement) that rank `from` sent this rank on the private communicator `mine`, for a call
+/// the agreement refused (or moved to MPI's collectives). Each is matched by a probe and received
+/// whole, into a block of the size it has: a receive of the size this rank would expect could meet a
+/// longer one (mpi_ring.hpp). `count` is at most the window a rank starts (ring_pieces_in_flight); the
+/// pieces whose bits are set in `received` this rank's own early handle is receiving
+/// (Allreduce::received_early).
 /// \throws CommError; TimeoutError when `deadline` passes first (as mpi_wait.hpp's complete).
 inline void consume_early(MPI_Comm mine, int from, std::uint64_t count, std::uint64_t received, MPI_Comm comm,
                           const Deadline& deadline, std::string_view op) {
@@ -179,7 +180,7 @@ struct Call {
 /// before this call), that rank rethrows its exception and every other rank throws a StateError
 /// naming it. The gathering is an MPI_Iallgather, with a bounded `deadline` polled until it passes
 /// (TimeoutError: a rank never joined).
-/// `early`, for a call that sent messages before it (a mean: mpi_ring.hpp), or nullptr: while the
+/// `early`, for a call that sent messages before it (mpi_ring.hpp), or nullptr: while the
 /// gathering is waited for, `early.receive()` receives those sent to this rank whose sizes it has
 /// checked; when the call is refused, this rank consumes the others sent to it (consume_early, but
 /// for the pieces `early.received()` names), then `early.take_back()` waits for its own to be

@@ -487,8 +487,8 @@ private:
     std::size_t finished_ = 0;  // pieces reduced
 };
 
-/// What mpi_agree.hpp's agree does with the messages a mean's `engine` sent before it: receives
-/// them while it waits, or takes them back when the call is refused.
+/// What mpi_agree.hpp's agree does with the messages `engine` sent before it: receives them while
+/// it waits, or takes them back when the call is refused.
 template <MpiElement T, class Keep>
 struct EarlyMessages {
     Allreduce<T>& engine;
