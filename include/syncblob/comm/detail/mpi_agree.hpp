@@ -70,9 +70,10 @@ struct Agreement {
     }
 };
 
-/// The attribute of a caller's communicator that remembers what its agreements learned of where the
-/// ranks run (its value: 1, one host; 2, more than one), which no later call can change.
-inline int hosts_key() {
+/// The attribute of a caller's communicator that remembers what its last agreement learned: where
+/// the ranks run (bits 0-1: 1, one host; 2, more than one), which no later call can change, and
+/// whether some rank may reduce in device memory (bit 2: Agreement::device).
+inline int learned_key() {
     static const int key = [] {
         int k = MPI_KEYVAL_INVALID;
         (void)MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr);
@@ -81,15 +82,28 @@ inline int hosts_key() {
     return key;
 }
 
-/// What an earlier agreement on `comm` learned: whether its ranks run on more than one host;
-/// nothing before the first.
-inline std::optional<bool> known_across_hosts(MPI_Comm comm) {
+/// What the last agreement on `comm` learned (learned_key's bits); nothing before the first.
+inline std::optional<std::intptr_t> learned(MPI_Comm comm) {
     void* value = nullptr;
     int found = 0;
-    if (MPI_Comm_get_attr(comm, hosts_key(), &value, &found) != MPI_SUCCESS || found == 0) {
+    if (MPI_Comm_get_attr(comm, learned_key(), &value, &found) != MPI_SUCCESS || found == 0) {
         return std::nullopt;
     }
-    return value == reinterpret_cast<void*>(std::intptr_t{2});  // NOLINT(performance-no-int-to-ptr)
+    return reinterpret_cast<std::intptr_t>(value);
+}
+
+/// Whether the ranks of `comm` run on more than one host, as an earlier agreement learned; nothing
+/// before the first.
+inline std::optional<bool> known_across_hosts(MPI_Comm comm) {
+    const std::optional<std::intptr_t> bits = learned(comm);
+    return bits ? std::optional<bool>((*bits & 3) == 2) : std::nullopt;
+}
+
+/// Whether the last agreement on `comm` said that some rank may reduce in device memory, so that a
+/// sum there used MPI's collectives on every rank (Agreement::device).
+inline bool last_chose_device(MPI_Comm comm) {
+    const std::optional<std::intptr_t> bits = learned(comm);
+    return bits && (*bits & 4) != 0;
 }
 
 /// Where a call may send its first messages before its agreement (mpi_ring.hpp): the private
@@ -255,8 +269,8 @@ Agreement agree(const ParameterArena<T, A>& arena, MPI_Comm comm, std::string_vi
     if (agreed.device) {
         take_back_early();  // every rank uses MPI's collectives (Agreement::device), not the engine that sent them
     }
-    const auto hosts = static_cast<std::intptr_t>(agreed.across_hosts ? 2 : 1);
-    check(MPI_Comm_set_attr(comm, hosts_key(), reinterpret_cast<void*>(hosts)),  // NOLINT(performance-no-int-to-ptr)
+    const auto bits = static_cast<std::intptr_t>((agreed.across_hosts ? 2 : 1) | (agreed.device ? 4 : 0));
+    check(MPI_Comm_set_attr(comm, learned_key(), reinterpret_cast<void*>(bits)),  // NOLINT(performance-no-int-to-ptr)
           op, "MPI_Comm_set_attr");
     return agreed;
 }
