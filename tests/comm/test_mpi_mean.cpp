@@ -21,6 +21,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,7 @@ namespace {
 std::atomic<long> sends{0};             // MPI_Isend calls of this process
 std::atomic<long> sends_at_gather{-1};  // `sends` when this process last started an MPI_Iallgather
 std::atomic<int> gather_delay_ms{0};    // how long this process's next MPI_Iallgather waits to start
+std::atomic<long> matched_receives{0};  // MPI_Mrecv calls: the early messages of a refused call, consumed
 }  // namespace
 
 // MPI's profiling interface: this definition takes the place of the library's, counts, and calls the
@@ -61,6 +63,13 @@ extern "C" int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype s
         std::this_thread::sleep_for(std::chrono::milliseconds{delay});
     }
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+// A refused call consumes each early message sent to this rank that it has not received with one
+// MPI_Mrecv (mpi_agree.hpp's consume_early), this process's only one.
+extern "C" int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+    matched_receives.fetch_add(1, std::memory_order_relaxed);
+    return PMPI_Mrecv(buf, count, type, message, status);
 }
 
 namespace {
@@ -423,6 +432,15 @@ void fill_exact(ParameterArena<T, A>& arena, MPI_Comm comm, int scale = 1) {
     }
 }
 
+// The host's waits for other ranks the sync audit counted under `operation`, asked for or not.
+std::uint64_t collective_waits(std::string_view operation) {
+    std::uint64_t n = 0;
+    for (const auto& c : syncblob::audit::counts()) {
+        n += c.operation == operation && c.wait == syncblob::audit::Wait::collective ? c.calls : 0;
+    }
+    return n;
+}
+
 // The elements that are not the exact mean (or `reduce`) of fill_exact's values.
 template <class T, class A>
 std::size_t off_mean(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce = Reduce::mean) {
@@ -522,6 +540,8 @@ TEST_CASE("mpi: an early iallreduce_diff sum meeting a rank that sums in device 
     for (int call = 0; call < 3; ++call) {
         INFO("call " << call);
         fill_exact(arena, own.comm);
+        const syncblob::audit::ModeScope counting(syncblob::audit::Mode::count);
+        syncblob::audit::reset();
         syncblob::CommStats stats;
         if (rank_in(own.comm) == 0) {
             fill_exact(on_device, own.comm);
@@ -541,6 +561,7 @@ TEST_CASE("mpi: an early iallreduce_diff sum meeting a rank that sums in device 
             CHECK(off_mean(arena, own.comm, Reduce::sum) == 0);
         }
         CHECK(stats.calls == 7);  // one MPI_Iallreduce per piece: 4 + 3 of 128 floats
+        CHECK(collective_waits("mpi::BucketedAllreduce::wait") == 1);  // for the MPI_Iallreduce requests
     }
     fill_exact(arena, own.comm);
     mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
@@ -691,6 +712,55 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
             CHECK(off_mean(arena, own.comm) == 0);
         }
     }
+}
+
+TEST_CASE("mpi: the sync audit counts each wait of an MPI call once, where it is made", "[mpi][mean]") {
+    // Each wait is reported before what it waits for is posted (mpi_wait.hpp's complete): these
+    // counts are what a report missing from one place, or made twice, would change.
+    namespace audit = syncblob::audit;
+    OwnComm own;
+    ParameterArena<float> arena;
+    arena.add({200});
+    arena.seal();
+    const mpi::Options options{.piece_bytes = 256};  // 4 pieces
+    const audit::ModeScope counting(audit::Mode::count);
+    // The first mean on the communicator also makes its private communicator (MPI_Comm_idup).
+    std::uint64_t made[2] = {};
+    for (auto& waits : made) {
+        audit::reset();
+        fill_exact(arena, own.comm);
+        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
+        CHECK(collective_waits("mpi agreement") == 1);
+        waits = collective_waits("mpi::allreduce_diff");
+    }
+    CHECK(made[0] == made[1] + 1);
+    // A sum is MPI's own all-reduce, one a piece (mpi_wait.hpp's collective), with a timeout or without.
+    for (const auto timeout : {std::optional<std::chrono::milliseconds>{}, std::optional{30000ms}}) {
+        audit::reset();
+        mpi::Options bounded = options;
+        bounded.timeout = timeout;
+        const syncblob::CommStats stats = mpi::allreduce_diff(arena, own.comm, Reduce::sum, bounded);
+        CHECK(stats.calls == 4);
+        CHECK(collective_waits("mpi::allreduce_diff") == 4);
+    }
+    // A refused mean: the gathering, one wait for each early message this rank consumes, and one for
+    // its own early messages to be consumed. The odd rank's pieces are longer, so the rank it sends
+    // to cannot receive them early: that rank consumes at least one.
+    const int ranks = size_of(own.comm);
+    if (ranks == 1) {
+        return;
+    }
+    mpi::Options longer = options;
+    longer.piece_bytes = rank_in(own.comm) == 1 ? 1024 : 256;
+    audit::reset();
+    const long sends_before = sends.load();
+    const long consumed_before = matched_receives.load();
+    CHECK(!outcome([&] { mpi::allreduce_diff(arena, own.comm, Reduce::mean, longer); }).empty());
+    const long consumed = matched_receives.load() - consumed_before;
+    const bool sent = sends_at_gather.load() - sends_before > 0;
+    CHECK(sent);
+    CHECK(collective_waits("mpi agreement") == 1 + static_cast<std::uint64_t>(consumed) + (sent ? 1u : 0u));
+    CHECK(!everywhere(consumed == 0));
 }
 
 TEST_CASE("mpi: a mean refused by the sync audit's error mode leaves no early message behind", "[mpi][mean]") {
