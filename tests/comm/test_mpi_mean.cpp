@@ -456,6 +456,15 @@ std::size_t off_mean(ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce =
     return off;
 }
 
+// Fills `arena` as fill_exact does and takes its mean across `comm`: the elements then not exact (0
+// when the communicator works and no message of an earlier call is matched).
+template <class T, class A>
+std::size_t off_after_mean(ParameterArena<T, A>& arena, MPI_Comm comm, const mpi::Options& options) {
+    fill_exact(arena, comm);
+    mpi::allreduce_diff(arena, comm, Reduce::mean, options);
+    return off_mean(arena, comm);
+}
+
 template <class T, class A>
 std::vector<double> diffs(ParameterArena<T, A>& arena) {
     std::vector<double> out;
@@ -563,9 +572,7 @@ TEST_CASE("mpi: an early iallreduce_diff sum meeting a rank that sums in device 
         CHECK(stats.calls == 7);  // one MPI_Iallreduce per piece: 4 + 3 of 128 floats
         CHECK(collective_waits("mpi::BucketedAllreduce::wait") == 1);  // for the MPI_Iallreduce requests
     }
-    fill_exact(arena, own.comm);
-    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
-    CHECK(off_mean(arena, own.comm) == 0);
+    CHECK(off_after_mean(arena, own.comm, options) == 0);
 }
 
 TEST_CASE("mpi: an early iallreduce_diff mean and a BucketedAllreduce that agrees first meet in one exact mean",
@@ -629,9 +636,8 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
         INFO("rank " << rank_in(own.comm) << ": " << message);
         CHECK(everywhere(!message.empty()));
         CHECK(diffs(mine) == before);
-        fill_exact(arena, own.comm);  // the communicator still works, and no stale message is matched
-        mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
-        CHECK(off_mean(arena, own.comm) == 0);
+        // The communicator still works, and no stale message is matched.
+        CHECK(off_after_mean(arena, own.comm, options) == 0);
     };
     SECTION("a rank's arena is longer") {
         auto& mine = is_odd ? longer : arena;
@@ -707,9 +713,7 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
             INFO("rank " << rank_in(own.comm) << ": " << message);
             CHECK(everywhere(!message.empty()));
             CHECK(diffs(staged) == values);
-            fill_exact(arena, own.comm);
-            mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
-            CHECK(off_mean(arena, own.comm) == 0);
+            CHECK(off_after_mean(arena, own.comm, options) == 0);
         }
     }
 }
@@ -784,9 +788,7 @@ TEST_CASE("mpi: a mean refused by the sync audit's error mode leaves no early me
         refused = true;
     }
     CHECK(everywhere(refused));
-    fill_exact(arena, own.comm);
-    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
-    CHECK(off_mean(arena, own.comm) == 0);
+    CHECK(off_after_mean(arena, own.comm, options) == 0);
 }
 
 TEST_CASE("mpi: a BucketedAllreduce dropped unwaited in the sync audit's error mode still waits for its buckets",
@@ -808,7 +810,5 @@ TEST_CASE("mpi: a BucketedAllreduce dropped unwaited in the sync audit's error m
         step.reset();
     }
     CHECK(off_mean(arena, own.comm) == 0);
-    fill_exact(arena, own.comm);  // and the communicator still works
-    mpi::allreduce_diff(arena, own.comm, Reduce::mean, options);
-    CHECK(off_mean(arena, own.comm) == 0);
+    CHECK(off_after_mean(arena, own.comm, options) == 0);  // and the communicator still works
 }
