@@ -11,7 +11,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
+#include <optional>
+#include <span>
 #include <string>
 #include <syncblob/checkpoint.hpp>
 #include <syncblob/checkpoint/detail/staging.hpp>
@@ -21,6 +24,7 @@
 #include "checkpoint_support.hpp"
 #include "child_process.hpp"
 #include "complexity.hpp"
+#include "files.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncblob;
@@ -233,6 +237,96 @@ TEST_CASE("a shard cut short after it was opened is a FormatError during the loa
     (void)loaded["embed"].host_data();  // ordered after the copies issued before the error
     Device::synchronize();
     CHECK(Device::faults().empty());
+}
+
+namespace {
+
+// "t0000", "t0001"...: names in the order of their numbers.
+std::string small_name(std::size_t k) {
+    const std::string digits = std::to_string(k);
+    return "t" + std::string(4 - digits.size(), '0') + digits;
+}
+
+// `n` one-element tensors "t0000".., the diffs of every third, saved in one shard: the tensors lie
+// in the file in the arena's order, each diff between its blob and the next blob.
+checkpoint::Checkpoint small_tensors(const fs::path& dir, std::size_t n) {
+    checkpoint::Writer w;
+    std::vector<Blob<float>> blobs;
+    blobs.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+        auto& b = blobs.emplace_back(Shape{1});
+        b.fill(static_cast<float>(k));
+        b.fill_diff(-static_cast<float>(k));
+        w.add(small_name(k), b, k % 3 == 0);
+    }
+    return checkpoint::Checkpoint::open(w.save(dir, {}));
+}
+
+bool holds_small_tensors(checkpoint::CheckpointArena<float, Simulated>& arena) {
+    for (std::size_t k = 0; k < arena.arena().size(); ++k) {
+        const auto& b = arena.arena()[k];
+        if (b.host_data()[0] != static_cast<float>(k) ||
+            b.host_diff()[0] != (k % 3 == 0 ? -static_cast<float>(k) : 0.0f)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("a load reads small tensors that lie together in a shard in one system call per run, not one each",
+          "[checkpoint]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 3000;
+    const auto ckpt = small_tensors(dir.path(), n);
+    REQUIRE(ckpt.tensors().size() == n + n / 3);
+    const auto before = test::io_calls("syscr:");
+    if (!before) {
+        std::cout << "skipped: the kernel does not count this process's reads (/proc/self/io)" << std::endl;
+        return;
+    }
+    const Device::Scope scope{Device::Settings{}};
+    const bool host = GENERATE(true, false);
+    const unsigned threads = GENERATE(1u, 2u);
+    CAPTURE(host, threads);
+    checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+    checkpoint::LoadOptions options;
+    options.target = host ? checkpoint::Target::host : checkpoint::Target::device;
+    options.threads = threads;
+    const auto start = test::io_calls("syscr:");
+    const auto report = loaded.load(ckpt, options);
+    const std::uint64_t calls = *test::io_calls("syscr:") - *start;
+    CAPTURE(calls, report.chunks);
+    // A run ends at a chunk's end or after io::detail::InputFile::max_parts parts (a diff between two
+    // blobs is one more): 4000 tensors in 16 calls at most. One call a tensor made 4000.
+    CHECK(calls <= report.chunks + 2 * (n + n / 3) / 1024 + 2);
+    CHECK(report.tensors == n + n / 3);
+    CHECK(holds_small_tensors(loaded));
+}
+
+TEST_CASE("a shard cut short inside a run of small tensors names the tensor whose bytes it cut", "[checkpoint]") {
+    const test::TempDir dir;
+    const auto ckpt = small_tensors(dir.path(), 300);
+    const auto& t = ckpt.at("t0120");
+    const std::uint64_t cut = GENERATE(std::uint64_t{0}, std::uint64_t{2});  // at the tensor's first byte, or inside it
+    CAPTURE(cut);
+    fs::resize_file(ckpt.shards().at(0).path, t.offset + cut);
+    // Laid out from every fourth name: the load reads the bytes between them too, and drops them.
+    std::vector<std::string> names;
+    for (std::size_t k = 0; k < 300; k += 4) {
+        names.push_back(small_name(k));
+    }
+    const bool all = GENERATE(true, false);
+    CAPTURE(all);
+    checkpoint::CheckpointArena<float> loaded(ckpt, all ? std::span<const std::string>{} : names);
+    checkpoint::LoadOptions options;
+    options.target = checkpoint::Target::host;
+    options.threads = 1;  // the data's chunk first: the diffs' would name "t0120.__diff__"
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)loaded.load(ckpt, options); }),
+               Contains(ckpt.shards().at(0).path.string() + ": tensor \"t0120\": file ends at byte " +
+                        std::to_string(t.offset + cut)) &&
+                   Contains("(truncated)"));
 }
 
 TEST_CASE("on the simulated timeline, reading the next chunk overlaps the copy of the last", "[checkpoint][timeline]") {

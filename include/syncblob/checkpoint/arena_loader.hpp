@@ -228,7 +228,7 @@ LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions
     const auto started = std::chrono::steady_clock::now();
     arena_.check("CheckpointArena::load");
     const bool on_device = detail::on_device(options.target, device_backend::has_device);
-    detail::Planner planner(sizeof(T), options.chunk_bytes);
+    detail::Planner planner(sizeof(T), options.chunk_bytes, !on_device);  // a host load reads in place
     const Targets t = targets(ckpt, options, on_device);
     planner.add(t.data, false);
     planner.add(t.diffs, true);

@@ -133,8 +133,10 @@ inline constexpr std::size_t slice_alignment = 256;
 class Planner {
 public:
     /// `item` is the arena's element size; chunks hold at most `chunk_bytes` (at least 4096).
-    Planner(std::size_t item, std::size_t chunk_bytes)
-        : item_(item), limit_(std::max<std::size_t>(chunk_bytes, 4096)) {}
+    /// `in_place`: a direct chunk's pieces are read where they go (a host load), so a chunk may span
+    /// a slice the load does not write; otherwise its image is copied whole (a device load).
+    Planner(std::size_t item, std::size_t chunk_bytes, bool in_place)
+        : item_(item), limit_(std::max<std::size_t>(chunk_bytes, 4096)), in_place_(in_place) {}
 
     /// Adds the tensors of one of the arena's buffers, in its order.
     void add(std::span<const PlanTensor> tensors, bool diff) {
@@ -169,10 +171,11 @@ public:
 private:
     // Whether `at` lies past the padding that follows the open direct chunk's last piece: between
     // them is a slice this load does not write (a blob whose diff the file does not hold), which
-    // the chunk's image, copied whole, would overwrite.
+    // the chunk's image, copied whole, would overwrite. Read in place, the chunk goes on: its
+    // pieces (and, for a host load of a diff held by every third blob, their reads) stay together.
     [[nodiscard]] bool beyond_padding(std::size_t at) const noexcept {
         const std::size_t end = chunk_.arena_offset + chunk_.bytes;
-        return at > end && at - end >= slice_alignment;
+        return !in_place_ && at > end && at - end >= slice_alignment;
     }
 
     // A piece placed where it sits in the arena; returns its elements (0: none fit).
@@ -214,6 +217,7 @@ private:
 
     std::size_t item_;
     std::size_t limit_;
+    bool in_place_;
     Plan plan_;
     Chunk chunk_;
     bool open_ = false;

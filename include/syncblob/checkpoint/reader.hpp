@@ -10,6 +10,8 @@
 /// `Writer` (checkpoint_writer.hpp) writes one. The arena loader (syncblob/checkpoint.hpp)
 /// streams a checkpoint into a `ParameterArena`. Needs the `syncblob::json` target.
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -154,6 +156,14 @@ public:
     /// Reads `bytes` raw bytes of `t` from its byte `first` into `dst`. Thread-safe. \throws as read_elements.
     void read_bytes(const Tensor& t, std::uint64_t first, void* dst, std::size_t bytes) const {
         files_[t.shard]->read_at(t.offset + first, dst, bytes, [&] { return "tensor \"" + t.name + "\""; });
+    }
+
+    /// Reads the bytes of shard `shard` from `offset` on into `parts`, one after the other (at most
+    /// `io::detail::InputFile::max_parts`), in one system call where the file delivers them all;
+    /// `where(k)` names, in an error, what part k holds. Thread-safe. \throws as read_elements.
+    template <class WhereOf>
+    void read_scattered(std::size_t shard, std::uint64_t offset, std::span<::iovec> parts, const WhereOf& where) const {
+        files_[shard]->file().read_scattered(offset, parts, where);
     }
 
     /// Shard `i` as a `SafetensorsFile` of its own (opened anew), for loading tensors one by one.

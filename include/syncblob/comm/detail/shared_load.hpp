@@ -167,7 +167,7 @@ SharePlan plan_share(const checkpoint::CheckpointArena<T, A>& arena, const check
                                              (a - s.offset) / sizeof(T)});
         }
     }
-    checkpoint::detail::Planner planner(sizeof(T), load.chunk_bytes);
+    checkpoint::detail::Planner planner(sizeof(T), load.chunk_bytes, !on_device);
     planner.add(parts[0], false);
     planner.add(parts[1], true);
     out.plan = planner.finish();

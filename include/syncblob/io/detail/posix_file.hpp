@@ -8,14 +8,18 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -175,6 +179,54 @@ public:
 
     /// The smallest part a read is split into.
     static constexpr std::size_t parallel_read_part = std::size_t{8} << 20;
+
+    /// Reads the file's bytes from `offset` on into `parts`, one part after the other, in one
+    /// system call (`preadv`) where the file delivers them all: many small tensors that lie next to
+    /// each other in the file cost one call, not one each. `parts` may hold at most `max_parts`;
+    /// their lengths, which fit in a single call (at most `max_io_chunk` in all), are consumed as
+    /// they are read. A file that ends early (it shrank since it was opened) is a FormatError
+    /// naming `where(k)`, k the part it cut short. \throws IOError on a read error.
+    template <class WhereOf>
+    requires std::invocable<const WhereOf&, std::size_t>
+    void read_scattered(std::uint64_t offset, std::span<::iovec> parts, const WhereOf& where) const {
+        std::size_t k = 0;  // the first part not yet read in full
+        while (k < parts.size()) {
+            if (parts[k].iov_len == 0) {
+                ++k;
+                continue;
+            }
+            const ssize_t n =
+                ::preadv(fd_.get(), parts.data() + k, static_cast<int>(parts.size() - k), static_cast<off_t>(offset));
+            if (n < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                throw_io_error("read", "cannot read", path_, errno);
+            }
+            if (n == 0) {
+                std::size_t left = 0;
+                for (std::size_t j = k; j < parts.size(); ++j) {
+                    left += parts[j].iov_len;
+                }
+                io::throw_format_error(path_.string(), where(k),
+                                       "file ends at byte " + std::to_string(offset) + ", " + std::to_string(left) +
+                                           " more bytes expected (truncated)");
+            }
+            offset += static_cast<std::uint64_t>(n);
+            for (auto got = static_cast<std::size_t>(n); got != 0;) {  // a short read stops inside a part
+                const std::size_t step = std::min(got, parts[k].iov_len);
+                parts[k].iov_base = static_cast<char*>(parts[k].iov_base) + step;
+                parts[k].iov_len -= step;
+                got -= step;
+                if (parts[k].iov_len == 0) {
+                    ++k;
+                }
+            }
+        }
+    }
+    /// The most parts one `read_scattered` takes (POSIX guarantees `IOV_MAX` at least 16; Linux takes 1024).
+    static constexpr std::size_t max_parts = 1024;
+    static_assert(max_parts <= IOV_MAX);
 
 private:
     static constexpr std::size_t page_bytes = 4096;
