@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -116,6 +117,37 @@ TEST_CASE("safetensors files are byte for byte what the reference writer writes"
     expected += padded + std::string(reinterpret_cast<const char*>(&two), 8) +
                 std::string(reinterpret_cast<const char*>(values), 12) + "\x07\x07\x07";
     CHECK(slurp(dir.path() / "ref.safetensors") == expected);
+}
+
+TEST_CASE("a file of many small tensors is written in a few system calls, not one a tensor", "[io][safetensors]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 3000;
+    std::vector<Blob<float>> blobs;
+    blobs.reserve(n);
+    io::SafetensorsWriter w;
+    for (std::size_t k = 0; k < n; ++k) {
+        blobs.emplace_back(Shape{2}).fill(static_cast<float>(k));
+        w.add("t" + std::to_string(k), blobs.back());
+    }
+    blobs.emplace_back(Shape{1 << 15}).fill(-1.0f);  // 128 KiB: written on its own, in order with the rest
+    w.add("large", blobs.back());
+    const auto before = test::io_calls("syscw:");
+    if (!before) {
+        std::cout << "skipped: the kernel does not count this process's writes (/proc/self/io)" << std::endl;
+        return;
+    }
+    w.save(dir.path() / "many.safetensors");
+    const std::uint64_t calls = *test::io_calls("syscw:") - *before;
+    CAPTURE(calls);
+    CHECK(calls <=
+          8);  // the header and the small tensors gathered, the large one, a flush: one call a tensor made 3002
+    const auto file = io::SafetensorsFile::open(dir.path() / "many.safetensors");
+    const auto all = file.load_all<float>();
+    REQUIRE(all.size() == n + 1);
+    for (std::size_t k = 0; k < n; k += 499) {
+        CHECK(all.at("t" + std::to_string(k)).host_data()[1] == static_cast<float>(k));
+    }
+    CHECK(all.at("large").host_data()[(1 << 15) - 1] == -1.0f);
 }
 
 TEST_CASE("safetensors F8 tensors: every bit pattern written under its dtype name and loaded back bit-exact",

@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -87,24 +89,39 @@ public:
     FileWriter(const FileWriter&) = delete;
     FileWriter& operator=(const FileWriter&) = delete;
 
-    /// Appends `bytes` bytes. \throws IOError on failure (disk full, I/O error).
+    /// Appends `bytes` bytes. Small writes (under `small_write` bytes) are gathered and written
+    /// together, `buffer_bytes` at a time: a file of a million small tensors then costs a system
+    /// call per `buffer_bytes`, not one per tensor. \throws IOError on failure (disk full, I/O
+    /// error; possibly for bytes an earlier call gathered), std::bad_alloc (the buffer, on the
+    /// first small write).
     void write(const void* data, std::size_t bytes) {
-        const auto* in = static_cast<const char*>(data);
-        while (bytes != 0) {
-            const std::size_t chunk = bytes < detail::max_io_chunk ? bytes : detail::max_io_chunk;
-            const ssize_t n = ::write(file_.fd(), in, chunk);
-            if (n < 0) {
-                if (errno == EINTR) {
-                    continue;
-                }
-                detail::throw_io_error("save", "cannot write", path(), errno);
-            }
-            const auto put = static_cast<std::size_t>(n);
-            in += put;
-            bytes -= put;
-            written_ += put;
+        if (bytes == 0) {  // (data may be null)
+            return;
         }
+        if (bytes < small_write) {
+            if (bytes > buffer_bytes - gathered_) {
+                flush();
+            }
+            if (!buffer_) {
+                buffer_ = std::make_unique<char[]>(buffer_bytes);
+            }
+            std::memcpy(buffer_.get() + gathered_, data, bytes);
+            gathered_ += bytes;
+            written_ += bytes;
+            return;
+        }
+        flush();
+        write_out(data, bytes);
+        written_ += bytes;
     }
+
+    /// Writes out the bytes gathered so far. \throws as write.
+    void flush() { write_out(buffer_.get(), std::exchange(gathered_, 0)); }
+
+    /// A write of fewer bytes is gathered (`write`).
+    static constexpr std::size_t small_write = std::size_t{16} << 10;
+    /// The bytes gathered before they are written out.
+    static constexpr std::size_t buffer_bytes = std::size_t{256} << 10;
 
     /// Tells the file system the file will hold `total` bytes, so it allocates them at once
     /// (`fallocate`; faster than growing a new file block by block). A hint: failures are ignored
@@ -119,7 +136,7 @@ public:
 #endif
     }
 
-    /// Bytes written so far.
+    /// Bytes written so far (those gathered by `write` included).
     [[nodiscard]] std::uint64_t bytes_written() const noexcept {
         return written_;
     }
@@ -136,9 +153,28 @@ private:
 
     explicit FileWriter(const detail::SaveTarget& target) : file_(target) {}
 
+    void write_out(const void* data, std::size_t bytes) {
+        const auto* in = static_cast<const char*>(data);
+        while (bytes != 0) {
+            const std::size_t chunk = bytes < detail::max_io_chunk ? bytes : detail::max_io_chunk;
+            const ssize_t n = ::write(file_.fd(), in, chunk);
+            if (n < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                detail::throw_io_error("save", "cannot write", path(), errno);
+            }
+            const auto put = static_cast<std::size_t>(n);
+            in += put;
+            bytes -= put;
+        }
+    }
+
     detail::TemporaryFile file_;
-    std::uint64_t written_ = 0;
+    std::uint64_t written_ = 0;  // bytes given to write(), gathered ones included
     std::uint64_t reserved_ = 0;
+    std::unique_ptr<char[]> buffer_;  // made on the first small write
+    std::size_t gathered_ = 0;        // bytes of buffer_ not yet written out
 };
 
 /// Saves `target` atomically: calls `write_fn(FileWriter&)` to write a temporary file in the
@@ -176,6 +212,7 @@ template <class Fn>
 void save_atomic(const std::filesystem::path& target, const SaveOptions& options, Fn&& write_fn) {
     FileWriter writer(detail::resolve_save_target(target));
     std::forward<Fn>(write_fn)(writer);
+    writer.flush();
     if (writer.reserved_ > writer.written_) {  // a reservation beyond the end is given back
         if (::ftruncate(writer.file_.fd(), static_cast<off_t>(writer.written_)) != 0) {
             detail::throw_io_error("save", "cannot truncate", writer.path(), errno);
