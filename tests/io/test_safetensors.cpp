@@ -119,7 +119,8 @@ TEST_CASE("safetensors files are byte for byte what the reference writer writes"
     CHECK(slurp(dir.path() / "ref.safetensors") == expected);
 }
 
-TEST_CASE("a file of many small tensors is written in a few system calls, not one a tensor", "[io][safetensors]") {
+TEST_CASE("a file of many small tensors is written, and loaded whole, in a few system calls, not one a tensor",
+          "[io][safetensors]") {
     const test::TempDir dir;
     constexpr std::size_t n = 3000;
     std::vector<Blob<float>> blobs;
@@ -142,7 +143,11 @@ TEST_CASE("a file of many small tensors is written in a few system calls, not on
     CHECK(calls <=
           8);  // the header and the small tensors gathered, the large one, a flush: one call a tensor made 3002
     const auto file = io::SafetensorsFile::open(dir.path() / "many.safetensors");
+    const auto reads = *test::io_calls("syscr:");
     const auto all = file.load_all<float>();
+    const std::uint64_t read_calls = *test::io_calls("syscr:") - reads;
+    CAPTURE(read_calls);
+    CHECK(read_calls <= 8);  // a call per run of 1024 tensors at most, and the large one: one each made 3001
     REQUIRE(all.size() == n + 1);
     for (std::size_t k = 0; k < n; k += 499) {
         CHECK(all.at("t" + std::to_string(k)).host_data()[1] == static_cast<float>(k));
@@ -559,6 +564,32 @@ TEST_CASE("safetensors load from a file cut short under an open reader leaves th
     CHECK_THAT(test::message_of<FormatError>([&] { f.load("t", blob); }),
                Contains("t.safetensors") && Contains("truncated"));
     CHECK(before.differences(blob) == "");
+}
+
+TEST_CASE("load_all from a file cut short inside a run of small tensors names the tensor whose bytes it cut",
+          "[io][safetensors]") {
+    const test::TempDir dir;
+    const fs::path file = dir.path() / "t.safetensors";
+    std::vector<Blob<float>> blobs;
+    blobs.reserve(100);
+    io::SafetensorsWriter w;
+    for (int k = 0; k < 100; ++k) {
+        blobs.emplace_back(Shape{2}).fill(static_cast<float>(k));
+        w.add("t" + std::to_string(100 + k), blobs.back(), k % 2 == 0);  // "t100".."t199", in the file's order
+    }
+    w.save(file);
+    const auto f = io::SafetensorsFile::open(file);
+    const std::string bytes = slurp(file);
+    std::uint64_t header = 0;
+    std::memcpy(&header, bytes.data(), 8);  // little-endian, as this machine
+    // Each tensor holds 8 bytes, in name order: before "t150" lie t100..t149 and the diffs of the 25 even ones.
+    const std::uint64_t t150 = 8 + header + 75 * 8;
+    const std::uint64_t cut = GENERATE(std::uint64_t{0}, std::uint64_t{4});  // at its first byte, or inside it
+    CAPTURE(cut);
+    fs::resize_file(file, t150 + cut);
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)f.load_all<float>(); }),
+               Contains("t.safetensors: tensor \"t150\": file ends at byte " + std::to_string(t150 + cut)) &&
+                   Contains("(truncated)"));
 }
 
 TEST_CASE("safetensors max_bytes bounds a mapped load as it bounds a copying one", "[io][safetensors][hostile]") {

@@ -9,9 +9,6 @@
 /// reports, reading a chunk's pieces into memory (an image of the arena, or raw bytes), and the
 /// virtual clock of the simulated device (simulated_timeline.hpp), to which it reports its reads.
 
-#include <sys/uio.h>
-
-#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -21,12 +18,11 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <span>
 #include <string>
-#include <utility>
 
 #include "../core/element.hpp"
 #include "../core/thread_pool.hpp"
+#include "../io/read_runs.hpp"
 #include "../sim/async_device.hpp"
 #include "../sim/device.hpp"
 #include "../sim/timeline.hpp"
@@ -107,80 +103,13 @@ struct LoadClock {
     }
 };
 
-/// Reads small pieces that lie next to each other in a shard (or a few bytes apart) together: one
-/// scattered read per run of them, where a read per piece costs a system call per tensor (at a
-/// million one-element tensors, most of a load's time). A piece is read when its run is: when a
-/// piece joins that does not fit the run, or on `flush()`.
-class PieceRuns {
-public:
-    /// A piece of at least this many bytes is read on its own: the call costs little beside its bytes.
-    static constexpr std::size_t small_piece = std::size_t{64} << 10;
-    /// Bytes between two pieces that a run reads and drops rather than end there.
-    static constexpr std::size_t max_gap = 4096;
-
-    explicit PieceRuns(const Checkpoint& ckpt) noexcept : ckpt_(ckpt) {}
-    PieceRuns(const PieceRuns&) = delete;
-    PieceRuns& operator=(const PieceRuns&) = delete;
-    ~PieceRuns() = default;
-
-    /// Reads `bytes` bytes of `t` from its byte `first` into `dst`: now, or with the run it joins
-    /// (`bytes` below `small_piece`). \throws as `Checkpoint::read_bytes` (this piece's or an
-    /// earlier one's error).
-    void read(const Tensor& t, std::uint64_t first, std::byte* dst, std::size_t bytes) {
-        if (bytes >= small_piece) {
-            flush();
-            ckpt_.read_bytes(t, first, dst, bytes);
-            return;
-        }
-        const std::uint64_t at = t.offset + first;
-        if (n_ != 0 && (t.shard != shard_ || at < end_ || at - end_ > max_gap || n_ + 2 > parts_.size())) {
-            flush();
-        }
-        if (n_ == 0) {
-            shard_ = t.shard;
-            offset_ = end_ = at;
-        }
-        if (at > end_) {  // the bytes between: read into gap_, dropped (the tensor after them names an error)
-            add(gap_.data(), static_cast<std::size_t>(at - end_), t);
-        }
-        add(dst, bytes, t);
-        end_ = at + bytes;
-    }
-
-    /// Reads the run gathered so far. \throws as `read`.
-    void flush() {
-        if (n_ == 0) {
-            return;
-        }
-        const std::size_t n = std::exchange(n_, 0);
-        ckpt_.read_scattered(shard_, offset_, std::span(parts_.data(), n),
-                             [&](std::size_t k) { return "tensor \"" + tensors_[k]->name + "\""; });
-    }
-
-private:
-    void add(void* dst, std::size_t bytes, const Tensor& t) noexcept {
-        parts_[n_] = ::iovec{dst, bytes};
-        tensors_[n_] = &t;
-        ++n_;
-    }
-
-    const Checkpoint& ckpt_;
-    std::size_t shard_ = 0;
-    std::uint64_t offset_ = 0;  // where the run starts in its shard
-    std::uint64_t end_ = 0;     // where it ends
-    std::size_t n_ = 0;         // parts gathered
-    std::array<::iovec, io::detail::InputFile::max_parts> parts_{};
-    std::array<const Tensor*, io::detail::InputFile::max_parts> tensors_{};  // what each part holds
-    std::array<std::byte, max_gap> gap_{};
-};
-
 /// Reads the pieces of direct chunk `c` into `image`, an image of the arena from the chunk's first
 /// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
 /// `zero_gaps`, the padding between them is zeroed.
 template <Element T>
 void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
                 io::detail::ConvertRule rule) {
-    PieceRuns runs(ckpt);
+    io::detail::ReadRuns runs;
     std::size_t at = 0;
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
@@ -193,7 +122,8 @@ void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::b
         // which, unlike read_elements, does not advise huge pages on memory the arena already touched.
         constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
         if (as_is && t.dtype == dtype_of<T>) {
-            runs.read(t, piece.first * sizeof(T), image + piece.staging, bytes);
+            runs.read(ckpt.shard_input(t.shard), t.offset + piece.first * sizeof(T), image + piece.staging, bytes,
+                      t.name);
         } else {
             runs.flush();  // in the file's order: the first bad byte is the one an error names
             ckpt.read_elements<T>(t, piece.first, piece.count, reinterpret_cast<T*>(image + piece.staging), rule);
@@ -231,12 +161,13 @@ void read_into_host(const Checkpoint& ckpt, const Plan& plan, std::byte* data, s
 
 /// Reads the raw bytes of the pieces of device-converting chunk `c` into `staging`.
 inline void read_raw(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* staging) {
-    PieceRuns runs(ckpt);
+    io::detail::ReadRuns runs;
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
         const auto& t = ckpt.tensors()[piece.tensor];
         const std::size_t item = dtype_size(t.dtype);
-        runs.read(t, piece.first * item, staging + piece.staging, static_cast<std::size_t>(piece.count) * item);
+        runs.read(ckpt.shard_input(t.shard), t.offset + piece.first * item, staging + piece.staging,
+                  static_cast<std::size_t>(piece.count) * item, t.name);
     }
     runs.flush();
 }

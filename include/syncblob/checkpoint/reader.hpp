@@ -10,8 +10,6 @@
 /// `Writer` (checkpoint_writer.hpp) writes one. The arena loader (syncblob/checkpoint.hpp)
 /// streams a checkpoint into a `ParameterArena`. Needs the `syncblob::json` target.
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -158,13 +156,8 @@ public:
         files_[t.shard]->read_at(t.offset + first, dst, bytes, [&] { return "tensor \"" + t.name + "\""; });
     }
 
-    /// Reads the bytes of shard `shard` from `offset` on into `parts`, one after the other (at most
-    /// `io::detail::InputFile::max_parts`), in one system call where the file delivers them all;
-    /// `where(k)` names, in an error, what part k holds. Thread-safe. \throws as read_elements.
-    template <class WhereOf>
-    void read_scattered(std::size_t shard, std::uint64_t offset, std::span<::iovec> parts, const WhereOf& where) const {
-        files_[shard]->file().read_scattered(offset, parts, where);
-    }
+    /// The open file of shard `i`, unchecked (the loaders read it through `io::detail::ReadRuns`; no user API).
+    [[nodiscard]] const io::detail::InputFile& shard_input(std::size_t i) const { return files_[i]->file(); }
 
     /// Shard `i` as a `SafetensorsFile` of its own (opened anew), for loading tensors one by one.
     [[nodiscard]] io::SafetensorsFile shard_file(std::size_t i, io::LoadMode mode = io::LoadMode::copy) const {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -34,6 +35,7 @@
 #include "detail/staged_load.hpp"
 #include "file.hpp"
 #include "name_index.hpp"
+#include "read_runs.hpp"
 #include "safetensors_writer.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -226,20 +228,26 @@ private:
         const std::vector<std::size_t> order =
             detail::name_order(found.size(), [&](std::size_t i) -> std::string_view { return found[i].first->name; });
         std::map<std::string, Blob<T, A>> out;
+        // The blobs are new, so each is read into after it is in the map: small tensors that lie
+        // together in the file are read together, a system call per run of them, not one each.
+        detail::ReadRuns runs;
         for (std::size_t k = 0; k < order.size(); ++k) {
             if (k != 0 && found[order[k]].first == found[order[k - 1]].first) {
                 continue;  // named twice: loaded once
             }
             const auto& [data, diff] = found[order[k]];
-            load_entries(*data, diff, out.emplace_hint(out.end(), data->name, Blob<T, A>{})->second);
+            load_entries(*data, diff, out.emplace_hint(out.end(), data->name, Blob<T, A>{})->second, &runs);
         }
+        runs.flush();
         return out;
     }
 
     // Loads `data` (and `diff`, when not null) into `blob`: see load(name, blob).
     template <Element T, SyncedAllocator A>
-    void load_entries(const detail::SafetensorsEntry& data, const detail::SafetensorsEntry* diff,
-                      Blob<T, A>& blob) const {
+    // `runs`: where a new blob's reads may wait to be made with others (its bytes are unspecified
+    // until they are); null for a blob that has contents of its own, read before it changes.
+    void load_entries(const detail::SafetensorsEntry& data, const detail::SafetensorsEntry* diff, Blob<T, A>& blob,
+                      detail::ReadRuns* runs = nullptr) const {
         check<T>(data, data.count * sizeof(T));
         if (diff != nullptr) {
             if (diff->dtype != data.dtype || diff->shape != data.shape) {
@@ -255,9 +263,9 @@ private:
                              " (set LoadOptions::reshape to adopt it)");
         }
         detail::StagedLoad<T, A> stage(blob, shape);
-        fill(data, stage, false);
+        fill(data, stage, false, runs);
         if (diff != nullptr) {
-            fill(*diff, stage, true);
+            fill(*diff, stage, true, runs);
         }
         stage.commit(blob);
     }
@@ -284,7 +292,8 @@ private:
     // Fills the staged data (or diff) with tensor `e`: borrowed from the mapping when possible, read
     // (and converted) into owned memory otherwise.
     template <Element T, SyncedAllocator A>
-    void fill(const detail::SafetensorsEntry& e, detail::StagedLoad<T, A>& stage, bool diff) const {
+    void fill(const detail::SafetensorsEntry& e, detail::StagedLoad<T, A>& stage, bool diff,
+              detail::ReadRuns* runs) const {
         const auto bytes = static_cast<std::size_t>(e.count * sizeof(T));
         if (mapped_as_is<T>() && e.dtype == dtype_of<T> && e.count != 0) {
             const std::byte* p = mapping_->bytes().data() + header_.data_start + e.begin;
@@ -298,8 +307,13 @@ private:
         if (dst.empty()) {
             return;
         }
+        const std::uint64_t at = header_.data_start + e.begin;
+        constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
+        if (runs != nullptr && file_ && as_is && e.dtype == dtype_of<T>) {
+            runs->read(file_->file(), at, dst.data(), dst.size_bytes(), e.name);
+            return;
+        }
         with_source([&](const auto& src) {
-            const std::uint64_t at = header_.data_start + e.begin;
             detail::read_elements(
                 src, at, e.dtype, false, dst.size(), dst.data(),
                 [&] { return "tensor \"" + e.name + "\" at byte " + std::to_string(at); }, convert_rule(options_));

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#pragma once
+
+/// \file
+/// Internal, shared beyond its folder: used by the checkpoint loads (checkpoint/read_chunk.hpp) and
+/// safetensors.hpp, so it sits outside detail/; its names stay in a detail namespace and are no user
+/// API.
+///
+/// `ReadRuns`: reads of many small tensors gathered into one scattered read per run of them that
+/// lie together in a file, where a read each costs a system call per tensor.
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "detail/posix_file.hpp"
+
+SYNCBLOB_BEGIN_NAMESPACE
+
+namespace io::detail {
+
+/// Gathers the reads of small tensors (or pieces of them) that follow each other in one file, or
+/// lie a few bytes apart, and reads each run of them with one `InputFile::read_scattered`: at a
+/// million one-element tensors a read each was most of a load's time. A read joins the run when it
+/// continues it and is read with it: when a read joins that does not continue it, or on `flush()`.
+/// A large read is made at once, after the run before it. One object per thread; 28 KiB.
+class ReadRuns {
+public:
+    /// A read of at least this many bytes is made on its own: the call costs little beside its bytes.
+    static constexpr std::size_t small_read = std::size_t{64} << 10;
+    /// Bytes between two reads that a run reads and drops rather than end there.
+    static constexpr std::size_t max_gap = 4096;
+
+    ReadRuns() = default;
+    ReadRuns(const ReadRuns&) = delete;
+    ReadRuns& operator=(const ReadRuns&) = delete;
+    ~ReadRuns() = default;
+
+    /// Reads `bytes` bytes of `file` at `offset` into `dst`: now, or with the run it joins (`bytes`
+    /// below `small_read`). `name` (alive until the run is read) names the tensor in an error:
+    /// `tensor "<name>"`. \throws as `InputFile::read_at` (this read's error or an earlier one's).
+    void read(const InputFile& file, std::uint64_t offset, void* dst, std::size_t bytes, const std::string& name) {
+        if (bytes >= small_read) {
+            flush();
+            file.read_at(offset, dst, bytes, [&] { return where(name); });
+            return;
+        }
+        if (n_ != 0 && (&file != file_ || offset < end_ || offset - end_ > max_gap || n_ + 2 > parts_.size())) {
+            flush();
+        }
+        if (n_ == 0) {
+            file_ = &file;
+            offset_ = end_ = offset;
+        }
+        if (offset > end_) {  // the bytes between: read into gap_ and dropped (the tensor after them names an error)
+            add(gap_.data(), static_cast<std::size_t>(offset - end_), name);
+        }
+        add(dst, bytes, name);
+        end_ = offset + bytes;
+    }
+
+    /// Reads the run gathered so far. \throws as `read`.
+    void flush() {
+        if (n_ == 0) {
+            return;
+        }
+        const std::size_t n = std::exchange(n_, 0);
+        file_->read_scattered(offset_, std::span(parts_.data(), n), [&](std::size_t k) { return where(*names_[k]); });
+    }
+
+private:
+    static std::string where(const std::string& name) { return "tensor \"" + name + "\""; }
+
+    void add(void* dst, std::size_t bytes, const std::string& name) noexcept {
+        parts_[n_] = ::iovec{dst, bytes};
+        names_[n_] = &name;
+        ++n_;
+    }
+
+    const InputFile* file_ = nullptr;
+    std::uint64_t offset_ = 0;  // where the run starts in its file
+    std::uint64_t end_ = 0;     // where it ends
+    std::size_t n_ = 0;         // parts gathered
+    std::array<::iovec, InputFile::max_parts> parts_{};
+    std::array<const std::string*, InputFile::max_parts> names_{};  // the tensor each part holds
+    std::array<std::byte, max_gap> gap_{};
+};
+
+}  // namespace io::detail
+
+SYNCBLOB_END_NAMESPACE
