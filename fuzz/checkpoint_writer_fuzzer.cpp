@@ -4,7 +4,8 @@
 // whose weight_map names shards of its own and files beside the weights). Whatever the writer
 // accepts and saves, `Checkpoint::open` reads back byte for byte; a refusal is a syncblob::Error
 // that writes nothing; and no save removes or changes a file it cannot prove is an old shard
-// (config.json stays as it was, whatever the old index says of it).
+// (config.json stays as it was, whatever the old index says of it). Every tensor is read back twice:
+// on its own, and gathered with the others into the scattered reads a load makes.
 
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
@@ -20,7 +21,9 @@
 #include <system_error>
 #include <vector>
 
+#include <syncblob/checkpoint/reader.hpp>
 #include <syncblob/checkpoint/writer.hpp>
+#include <syncblob/io/read_runs.hpp>
 
 #include "fuzz_support.hpp"
 
@@ -121,6 +124,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             std::vector<std::byte> got(expected.bytes.size());
             c.read_bytes(*t, 0, got.data(), got.size());
             fuzz::require(got == expected.bytes, "a tensor reads back byte for byte");
+        }
+        // The same bytes read as a load reads them: every tensor of the checkpoint, in its order,
+        // gathered into runs of one scattered read each (gaps dropped, a new run at each shard).
+        syncblob::io::detail::ReadRuns runs;
+        std::vector<std::vector<std::byte>> gathered;
+        gathered.reserve(c.tensors().size());
+        for (const auto& t : c.tensors()) {
+            auto& g = gathered.emplace_back(static_cast<std::size_t>(t.bytes));
+            runs.read(c.shard_input(t.shard), t.offset, g.data(), g.size(), t.name);
+        }
+        runs.flush();
+        for (std::size_t k = 0; k < gathered.size(); ++k) {
+            fuzz::require(gathered[k] == want.at(c.tensors()[k].name).bytes,
+                          "a tensor read in a run reads back byte for byte");
         }
         for (const auto& k : saved.kept) {
             fuzz::require(fs::exists(fs::symlink_status(k.file, ec)), "a file reported kept is there");
