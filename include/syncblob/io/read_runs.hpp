@@ -29,7 +29,7 @@ namespace io::detail {
 /// million one-element tensors a read each was most of a load's time. A read joins the run when it
 /// continues it and is read with it: when a read joins that does not continue it, or on `flush()`.
 /// A large read is made at once, after the run before it. One object per thread; 28 KiB.
-class ReadRuns {
+class ReadRuns {  // NOLINT(cppcoreguidelines-pro-type-member-init): the part arrays are written before read
 public:
     /// A read of at least this many bytes is made on its own: the call costs little beside its bytes.
     static constexpr std::size_t small_read = std::size_t{64} << 10;
@@ -86,9 +86,11 @@ private:
     std::uint64_t offset_ = 0;  // where the run starts in its file
     std::uint64_t end_ = 0;     // where it ends
     std::size_t n_ = 0;         // parts gathered
-    std::array<::iovec, InputFile::max_parts> parts_{};
-    std::array<const std::string*, InputFile::max_parts> names_{};  // the tensor each part holds
-    std::array<std::byte, max_gap> gap_{};
+    // Left unset: each entry is written before it is read, and a load makes one of these per chunk
+    // (28 KiB to zero each time).
+    std::array<::iovec, InputFile::max_parts> parts_;
+    std::array<const std::string*, InputFile::max_parts> names_;  // the tensor each part holds
+    std::array<std::byte, max_gap> gap_;                          // written by the reads, never read
 };
 
 }  // namespace io::detail
