@@ -62,20 +62,40 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     try {
         const auto index = checkpoint::detail::parse_checkpoint_index(text, "fuzz");
-        auto entries = index.weight_map;
-        for (const auto& e : entries) {
-            fuzz::require(!e.shard.empty() && e.shard != "." && e.shard != ".." &&
-                              e.shard.find('/') == std::string::npos && e.shard.find('\0') == std::string::npos,
+        for (const auto& e : index.weight_map) {
+            fuzz::require(e.shard < index.shards.size(), "every entry names one of the index's shards");
+        }
+        for (const auto& shard : index.shards) {
+            fuzz::require(!shard.empty() && shard != "." && shard != ".." && shard.find('/') == std::string::npos &&
+                              shard.find('\0') == std::string::npos,
                           "a parsed index names only file names in its folder");
         }
-        std::stable_sort(entries.begin(), entries.end(),
-                         [](const auto& x, const auto& y) { return x.tensor < y.tensor; });
+        for (std::size_t k = 1; k < index.shards.size(); ++k) {
+            fuzz::require(index.shards[k] != index.shards[k - 1], "a shard is kept once per run of entries");
+        }
+        // Read for its shards alone (what a save over it keeps): the same shards, no entry.
+        const auto shards =
+            checkpoint::detail::parse_checkpoint_index(text, "fuzz", checkpoint::detail::IndexRead::shards);
+        fuzz::require(
+            shards.weight_map.empty() && shards.shards == index.shards && shards.total_size == index.total_size,
+            "an index read for its shards names the same shards");
+        // Written back in name order, it reads back entry by entry.
+        std::vector<std::size_t> order(index.weight_map.size());
+        for (std::size_t i = 0; i < order.size(); ++i) {
+            order[i] = i;
+        }
+        const auto& map = index.weight_map;
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t x, std::size_t y) { return map[x].tensor < map[y].tensor; });
+        const auto tensor_at = [&](std::size_t i) -> std::string_view { return map[order[i]].tensor; };
+        const auto shard_at = [&](std::size_t i) -> std::string_view { return index.shards[map[order[i]].shard]; };
         const auto again = checkpoint::detail::parse_checkpoint_index(
-            checkpoint::detail::checkpoint_index_text(index.total_size.value_or(0), entries), "fuzz (written back)");
-        fuzz::require(again.weight_map.size() == entries.size(), "the written index holds every entry");
-        for (std::size_t i = 0; i < entries.size(); ++i) {
+            checkpoint::detail::checkpoint_index_text(index.total_size.value_or(0), order.size(), tensor_at, shard_at),
+            "fuzz (written back)");
+        fuzz::require(again.weight_map.size() == order.size(), "the written index holds every entry");
+        for (std::size_t i = 0; i < order.size(); ++i) {
             fuzz::require(
-                again.weight_map[i].tensor == entries[i].tensor && again.weight_map[i].shard == entries[i].shard,
+                again.weight_map[i].tensor == tensor_at(i) && again.shards[again.weight_map[i].shard] == shard_at(i),
                 "the written index reads back entry by entry");
         }
     } catch (const syncblob::Error&) {

@@ -144,21 +144,25 @@ using namespace syncblob;
 
 namespace {
 
-// A checkpoint of `n` tensors of two T each (half of them with their diff), in several shards.
+// A writer of `n` tensors of two T each (half of them with their diff; it holds their storage).
 template <class T>
-checkpoint::Checkpoint save_tensors(const std::filesystem::path& dir, std::size_t n) {
+checkpoint::Writer tensors_writer(std::size_t n) {
     checkpoint::Writer w;
-    std::vector<Blob<T>> blobs;
-    blobs.reserve(n);
     for (std::size_t k = 0; k < n; ++k) {
-        auto& b = blobs.emplace_back(Shape{2});
+        Blob<T> b(Shape{2});
         b.fill(static_cast<T>(k));
         b.fill_diff(T{-1});
         w.add(long_name(k), b, k % 2 == 0);
     }
+    return w;
+}
+
+// A checkpoint of those tensors, in several shards.
+template <class T>
+checkpoint::Checkpoint save_tensors(const std::filesystem::path& dir, std::size_t n) {
     checkpoint::SaveOptions save;
     save.max_shard_bytes = 8000;
-    return checkpoint::Checkpoint::open(w.save(dir, save));
+    return checkpoint::Checkpoint::open(tensors_writer<T>(n).save(dir, save));
 }
 
 }  // namespace
@@ -225,4 +229,47 @@ TEST_CASE("a safetensors header is checked without building a message for each t
     // tensor, 4017 in all here; the entries and the name index grow geometrically. A message built for
     // each tensor that passes made two more each (8017).
     CHECK(made.allocations < 2 * n + n / 2);
+}
+
+TEST_CASE("a checkpoint save makes no allocation per tensor, whatever the names' length", "[checkpoint][host]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 2000;
+    const checkpoint::Writer w = tensors_writer<float>(n);
+    checkpoint::SaveOptions options;
+    options.max_shard_bytes = 4000;
+    checkpoint::SaveReport saved;
+    const Made first = allocations_of([&] { saved = w.save(dir.path(), options); });
+    REQUIRE(saved.shards.size() > 4);
+    // Over the last save: its index is read for the files it named, not kept entry by entry.
+    const Made again = allocations_of([&] { saved = w.save(dir.path(), options); });
+    const auto ckpt = checkpoint::Checkpoint::open(saved);
+    REQUIRE(ckpt.tensors().size() == n + n / 2);
+    CHECK(ckpt.shard_file(ckpt.at(long_name(n - 1)).shard).load<float>(long_name(n - 1)).host_data()[1] ==
+          static_cast<float>(n - 1));
+    // Each shard makes a few dozen (its name, its order, its header, its file's writer); the save a
+    // few more for the index and the order of every name: 338 here, with 7 shards. Copying each
+    // tensor's entry into a writer of its shard and its name into the index's list made four a
+    // tensor (12,348). Over the last save, each old shard's header is read whole to prove it is a
+    // safetensors file before it is replaced, its tensors' names and shapes included (two
+    // allocations a tensor, 6,833 in all); reading the old index entry by entry made as many again,
+    // and the copies as before (24,507).
+    CAPTURE(saved.shards.size(), first.allocations, again.allocations);
+    CHECK(first.allocations < 50 * saved.shards.size() + 100);
+    CHECK(again.allocations < 3 * ckpt.tensors().size());
+}
+
+TEST_CASE("a checkpoint open allocates for each tensor only the names and extents it keeps", "[checkpoint][host]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 2000;
+    const std::size_t tensors = save_tensors<float>(dir.path(), n).tensors().size();
+    std::optional<checkpoint::Checkpoint> opened;
+    const Made made = allocations_of([&] { opened.emplace(checkpoint::Checkpoint::open(dir.path())); });
+    REQUIRE(opened->tensors().size() == tensors);
+    CHECK(opened->at(long_name(n - 1)).shape == Shape{2});
+    // Each tensor's name in the index, and its name and extents in its shard's header: three
+    // allocations a tensor (the names too long to be held inline), and the tables growing
+    // geometrically: 9,496 here. The index kept each entry's shard as a string of its own, and each
+    // entry's check against it made the shard's file name anew: six a tensor (18,217).
+    CAPTURE(made.allocations, tensors);
+    CHECK(made.allocations < 4 * tensors);
 }

@@ -199,17 +199,14 @@ inline void Checkpoint::open_index(const std::filesystem::path& file) {
     if (const std::size_t d = names.build(map.size(), tensor_at); d != io::detail::NameIndex::npos) {
         io::throw_format_error(file.string(), "weight_map: tensor \"" + map[d].tensor + "\"", "named twice");
     }
-    // The shards' names, each once, sorted. An entry that names the shard of the entry before it
-    // (most do) is skipped; the rest are sorted as views (name_order: no name copied, and most
-    // comparisons read only the array being sorted), then each name is kept once.
-    std::vector<std::string_view> named;
-    for (std::size_t i = 0; i < map.size(); ++i) {
-        if (i == 0 || map[i].shard != map[i - 1].shard) {
-            named.emplace_back(map[i].shard);
-        }
-    }
+    // The shards' names, each once, sorted. The index keeps a shard once per run of entries that
+    // name it (most name the shard of the entry before); those are sorted through their positions
+    // (name_order: no name copied, and most comparisons read only the array being sorted), then
+    // each name is kept once.
+    const std::vector<std::string>& named = index_data_.shards;
     std::vector<std::string> shard_names;
-    for (const std::size_t k : io::detail::name_order(named.size(), [&](std::size_t i) { return named[i]; })) {
+    for (const std::size_t k :
+         io::detail::name_order(named.size(), [&](std::size_t i) -> std::string_view { return named[i]; })) {
         if (shard_names.empty() || shard_names.back() != named[k]) {
             shard_names.emplace_back(named[k]);
         }
@@ -244,11 +241,17 @@ inline void Checkpoint::index_names() {
 
 inline void Checkpoint::check_against_index() const {
     const auto& map = index_data_.weight_map;
+    std::vector<std::string> files;  // each shard's file name, made once (not a path per tensor)
+    files.reserve(shards_.size());
+    for (const auto& s : shards_) {
+        files.push_back(s.path.filename().string());
+    }
     for (const auto& e : map) {
         const Tensor* t = find(e.tensor);
-        if (t == nullptr || shards_[t->shard].path.filename() != e.shard) {
+        const std::string& shard = index_data_.shards[e.shard];
+        if (t == nullptr || files[t->shard] != shard) {
             io::throw_format_error(index_.string(), "weight_map: tensor \"" + e.tensor + "\"",
-                                   "mapped to shard " + e.shard + ", which does not hold it" +
+                                   "mapped to shard " + shard + ", which does not hold it" +
                                        (t == nullptr ? std::string(" (no shard does)")
                                                      : " (" + shards_[t->shard].path.string() + " does)"));
         }

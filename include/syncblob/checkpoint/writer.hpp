@@ -76,7 +76,7 @@ inline void check_prefix(const std::string& prefix, std::size_t shards) {
     }
 }
 
-// The old index at `index`, or none when there is no file there. \throws IOError when there is a
+// The shards the old index at `index` names, or none when there is no file there. \throws IOError when there is a
 // file that is not a checkpoint index: a save replaces only an index it can read.
 inline std::optional<CheckpointIndex> old_index(const std::filesystem::path& index) {
     std::error_code ec;
@@ -84,7 +84,7 @@ inline std::optional<CheckpointIndex> old_index(const std::filesystem::path& ind
         return std::nullopt;
     }
     try {
-        return parse_checkpoint_index(io::read_file(index, io::default_max_bytes), index.string());
+        return parse_checkpoint_index(io::read_file(index, io::default_max_bytes), index.string(), IndexRead::shards);
     } catch (const Error& e) {
         throw IOError("checkpoint::Writer::save: cannot replace " + index.string() +
                       ": it is not a checkpoint index (" + e.what() +
@@ -247,31 +247,45 @@ inline SaveReport Writer::save(const std::filesystem::path& folder, const SaveOp
     }
     SaveReport saved;
     saved.index = folder / (options.prefix + ".safetensors.index.json");
-    std::vector<io::SafetensorsWriter> writers(shards.size());
+    // Each shard is written from the entries where they are, through positions: no entry is
+    // copied (a shape, a long name and a holder each) and no name indexed again.
+    const auto& entries = all_.entries_;
+    const auto name_of = [&](std::size_t i) -> std::string_view { return entries[i].entry.name; };
     std::vector<std::string> names;
-    std::vector<std::string> heads;  // each shard's header, built once
-    std::vector<detail::WeightMapEntry> map;
+    std::vector<std::vector<std::size_t>> in_file;  // each shard's entries, in its file's order
+    std::vector<std::string> heads;                 // each shard's header, built once
+    std::vector<std::size_t> shard_of(entries.size());
     std::uint64_t tensor_bytes = 0;
     std::uint64_t total = 0;  // of every file
     for (std::size_t k = 0; k < shards.size(); ++k) {
+        const auto& in = shards[k];
         names.push_back(detail::shard_file_name(options.prefix, k + 1, shards.size()));
         saved.shards.push_back(folder / names.back());
-        writers[k].metadata() = all_.metadata_;
-        writers[k].make_room(shards[k].size());
-        for (const std::size_t i : shards[k]) {
-            const auto& p = all_.entries_[i];
-            writers[k].push(p.entry.name, p.entry.dtype, p.entry.shape, p.bytes);
-            map.push_back({p.entry.name, names[k]});
-            tensor_bytes += p.bytes.size();
-            total += p.bytes.size();
+        auto order = io::SafetensorsWriter::reference_order(
+            in.size(), [&](std::size_t j) { return name_of(in[j]); },
+            [&](std::size_t j) { return entries[in[j]].entry.dtype; });
+        std::vector<std::uint64_t> begin(in.size() + 1, 0);
+        for (std::size_t j = 0; j < in.size(); ++j) {
+            order[j] = in[order[j]];
+            shard_of[order[j]] = k;
+            begin[j + 1] = begin[j] + entries[order[j]].bytes.size();
         }
-        heads.push_back(writers[k].header());
-        total += heads.back().size();
+        heads.push_back(io::SafetensorsWriter::header_of(
+            in.size(),
+            [&](std::size_t j) {
+                const auto& e = entries[order[j]].entry;
+                return io::SafetensorsWriter::EntryView{e.name, e.dtype, e.shape, begin[j], begin[j + 1]};
+            },
+            all_.metadata_));
+        tensor_bytes += begin.back();
+        total += begin.back() + heads.back().size();
+        in_file.push_back(std::move(order));
     }
-    // In name order through the positions (no comparison reads a name through its entry, no entry moves twice).
-    io::detail::apply_order(
-        map, io::detail::name_order(map.size(), [&](std::size_t i) -> std::string_view { return map[i].tensor; }));
-    const std::string text = detail::checkpoint_index_text(tensor_bytes, map);
+    // In name order through the positions (no comparison reads a name through its entry).
+    const std::vector<std::size_t> by_name = io::detail::name_order(entries.size(), name_of);
+    const std::string text = detail::checkpoint_index_text(
+        tensor_bytes, by_name.size(), [&](std::size_t i) { return name_of(by_name[i]); },
+        [&](std::size_t i) -> std::string_view { return names[shard_of[by_name[i]]]; });
     total += text.size();
 
     // What is there already: an index only if it reads as one, a shard's name only over a safetensors file.
@@ -303,9 +317,11 @@ inline SaveReport Writer::save(const std::filesystem::path& folder, const SaveOp
         }
     };
     for (std::size_t k = 0; k < shards.size(); ++k) {
-        writers[k].save_with_header(
+        const auto& order = in_file[k];
+        io::SafetensorsWriter::write_file(
             saved.shards[k], io::SaveOptions{options.fsync},
-            [&](std::uint64_t written, std::uint64_t) { report(done + written); }, heads[k]);
+            [&](std::uint64_t written, std::uint64_t) { report(done + written); }, heads[k],
+            order.size(), [&](std::size_t j) -> const auto& { return entries[order[j]]; });
         heads[k] = {};
         done += fs::file_size(saved.shards[k]);
         report(done);
@@ -317,8 +333,8 @@ inline SaveReport Writer::save(const std::filesystem::path& folder, const SaveOp
         return saved;
     }
     std::set<std::string> stale;  // what the old index named and the new one does not
-    for (const auto& e : old->weight_map) {
-        stale.insert(e.shard);
+    for (const auto& shard : old->shards) {
+        stale.insert(shard);
     }
     for (const auto& n : names) {
         stale.erase(n);

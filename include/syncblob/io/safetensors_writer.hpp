@@ -115,15 +115,9 @@ public:
     /// The whole header (length, JSON, padding) for the tensors added so far.
     [[nodiscard]] std::string header() {
         order();
-        std::string out(8, '\0');
-        detail::append_safetensors_header(
-            out, entries_.size(),
-            [this](std::size_t i) -> const detail::SafetensorsEntry& { return entries_[i].entry; }, metadata_);
-        const std::size_t json = out.size() - 8;
-        for (std::size_t i = 0; i < 8; ++i) {
-            out[i] = static_cast<char>((json >> (8 * i)) & 0xFF);
-        }
-        return out;
+        return header_of(
+            entries_.size(), [this](std::size_t i) -> const detail::SafetensorsEntry& { return entries_[i].entry; },
+            metadata_);
     }
 
     /// Writes the file atomically (see `save_atomic`). `progress`, when given, is called after each
@@ -133,24 +127,68 @@ public:
     /// file is then not written).
     void save(const std::filesystem::path& file, const SaveOptions& options = {},
               const std::function<void(std::uint64_t, std::uint64_t)>& progress = {}) {
-        save_with_header(file, options, progress, header());
+        write_file(file, options, progress, header(), entries_.size(),
+                   [this](std::size_t i) -> const Pending& { return entries_[i]; });
     }
 
 private:
-    friend class checkpoint::Writer;  // keeps every tensor in one writer, then gives each shard its own
+    // Keeps every tensor in one writer and saves each shard from its entries where they are: no
+    // entry is copied, no name indexed twice.
+    friend class checkpoint::Writer;
 
-    // save() with the header already built for the entries as they stand (a checkpoint sizes its
-    // files from each shard's header first, and builds none twice).
-    void save_with_header(const std::filesystem::path& file, const SaveOptions& options,
-                          const std::function<void(std::uint64_t, std::uint64_t)>& progress, const std::string& head) {
+    // A tensor as a header names it, read from wherever it is kept.
+    struct EntryView {
+        std::string_view name;
+        Dtype dtype = Dtype::F32;
+        std::span<const std::int64_t> shape;
+        std::uint64_t begin = 0;
+        std::uint64_t end = 0;
+    };
+
+    // The whole header (length, JSON, padding) of `n` tensors, `entry_at(i)` giving the i-th in
+    // the file's order with its offsets.
+    template <class EntryAt>
+    [[nodiscard]] static std::string header_of(std::size_t n, EntryAt entry_at, const Metadata& metadata) {
+        std::string out(8, '\0');
+        detail::append_safetensors_header(out, n, entry_at, metadata);
+        const std::size_t json = out.size() - 8;
+        for (std::size_t i = 0; i < 8; ++i) {
+            out[i] = static_cast<char>((json >> (8 * i)) & 0xFF);
+        }
+        return out;
+    }
+
+    // The reference's order of `n` tensors (dtype enum descending, then name), as positions:
+    // sorted through name_order, then a stable pass by dtype where the dtypes differ.
+    template <class NameAt, class DtypeAt>
+    [[nodiscard]] static std::vector<std::size_t> reference_order(std::size_t n, NameAt name_at, DtypeAt dtype_at) {
+        std::vector<std::size_t> positions = detail::name_order(n, name_at);
+        std::vector<int> rank(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            rank[i] = detail::safetensors_rank(dtype_at(i));
+        }
+        if (std::adjacent_find(rank.begin(), rank.end(), std::not_equal_to<>{}) != rank.end()) {
+            std::stable_sort(positions.begin(), positions.end(),
+                             [&](std::size_t a, std::size_t b) { return rank[a] > rank[b]; });
+        }
+        return positions;
+    }
+
+    // Writes `head`, then the bytes of `pending_at(0)` … `pending_at(n - 1)`, atomically (see
+    // save()). A checkpoint sizes its files from each shard's header first, and builds none twice.
+    template <class PendingAt>
+    static void write_file(const std::filesystem::path& file, const SaveOptions& options,
+                           const std::function<void(std::uint64_t, std::uint64_t)>& progress, const std::string& head,
+                           std::size_t n, PendingAt pending_at) {
         std::uint64_t total = head.size();
-        for (const auto& p : entries_) {
-            total += p.bytes.size();
+        for (std::size_t i = 0; i < n; ++i) {
+            total += pending_at(i).bytes.size();
         }
         save_atomic(file, options, [&](FileWriter& w) {
             w.reserve(total);
             w.write(head.data(), head.size());
-            for (const auto& p : entries_) {
+            for (std::size_t i = 0; i < n; ++i) {
+                const Pending& p = pending_at(i);
                 const auto bytes = p.bytes.read(p.entry.name);
                 w.write(bytes.data(), bytes.size());
                 if (progress) {
@@ -209,16 +247,8 @@ private:
             return ra != rb ? ra > rb : a.entry.name < b.entry.name;
         };
         if (!std::is_sorted(entries_.begin(), entries_.end(), before)) {
-            std::vector<std::size_t> positions = detail::name_order(entries_.size(), name_at());
-            std::vector<int> rank(entries_.size());
-            for (std::size_t i = 0; i < entries_.size(); ++i) {
-                rank[i] = detail::safetensors_rank(entries_[i].entry.dtype);
-            }
-            if (std::adjacent_find(rank.begin(), rank.end(), std::not_equal_to<>{}) != rank.end()) {
-                std::stable_sort(positions.begin(), positions.end(),
-                                 [&](std::size_t a, std::size_t b) { return rank[a] > rank[b]; });
-            }
-            detail::apply_order(entries_, positions);
+            detail::apply_order(entries_, reference_order(entries_.size(), name_at(),
+                                                          [this](std::size_t i) { return entries_[i].entry.dtype; }));
             (void)index_.build(entries_.size(), name_at());  // the positions moved
         }
         std::uint64_t at = 0;

@@ -26,22 +26,30 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace checkpoint::detail {
 
-/// One entry of `weight_map`.
+/// One entry of `weight_map`: a tensor and its shard, as a position in `CheckpointIndex::shards`.
 struct WeightMapEntry {
     std::string tensor;
-    std::string shard;
+    std::size_t shard = 0;
 };
 
 /// What an index says.
 struct CheckpointIndex {
     std::optional<std::uint64_t> total_size;  ///< `metadata.total_size`, when present
-    std::vector<WeightMapEntry> weight_map;   ///< in the order of the file
+    /// The shard of each run of entries that name the same one, in order: a shard is kept once per
+    /// run, not once per tensor (most entries name the shard of the entry before).
+    std::vector<std::string> shards;
+    std::vector<WeightMapEntry> weight_map;  ///< in the order of the file (`IndexRead::everything`)
 };
+
+/// What `parse_checkpoint_index` keeps: every entry, or the shards alone (a save replacing the
+/// index needs only the files it named).
+enum class IndexRead : std::uint8_t { everything, shards };
 
 /// Builds a CheckpointIndex from the JSON reader's events.
 class CheckpointIndexHandler {
 public:
-    CheckpointIndexHandler(std::string_view source, CheckpointIndex& out) : source_(source), out_(out) {}
+    CheckpointIndexHandler(std::string_view source, CheckpointIndex& out, IndexRead what = IndexRead::everything)
+        : source_(source), out_(out), what_(what) {}
 
     void begin_object(std::uint64_t) { open(true); }
     void begin_array(std::uint64_t) { open(false); }
@@ -73,7 +81,12 @@ public:
                      "expected the file name of a shard, found " + s.describe());
             }
             check_shard_name(s.text);
-            out_.weight_map.push_back({field_, std::string(s.text)});
+            if (out_.shards.empty() || out_.shards.back() != s.text) {
+                out_.shards.emplace_back(s.text);
+            }
+            if (what_ == IndexRead::everything) {
+                out_.weight_map.push_back({field_, out_.shards.size() - 1});
+            }
         } else if (section_ == Section::metadata && field_ == "total_size") {
             if (s.kind != io::parse::ScalarKind::unsigned_integer) {
                 fail("metadata: total_size", "expected a non-negative integer, found " + s.describe());
@@ -143,6 +156,7 @@ private:
 
     std::string_view source_;
     CheckpointIndex& out_;
+    IndexRead what_;
     int depth_ = 0;
     Section section_ = Section::none;
     bool seen_weight_map_ = false;
@@ -151,35 +165,36 @@ private:
 };
 
 /// Parses the text of an index; `source` names it in errors.
-[[nodiscard]] inline CheckpointIndex parse_checkpoint_index(std::string_view text, std::string_view source) {
+[[nodiscard]] inline CheckpointIndex parse_checkpoint_index(std::string_view text, std::string_view source,
+                                                            IndexRead what = IndexRead::everything) {
     CheckpointIndex index;
-    CheckpointIndexHandler handler(source, index);
+    CheckpointIndexHandler handler(source, index, what);
     io::parse::TextInput in(text);
     io::parse::read_json(in, handler, io::parse::JsonLimits{}, source);
     handler.finish();
     return index;
 }
 
-/// The index's text for `entries` sorted by tensor name: metadata.total_size, then weight_map.
-[[nodiscard]] inline std::string checkpoint_index_text(std::uint64_t total_size,
-                                                       const std::vector<WeightMapEntry>& sorted) {
+/// The index's text for `n` entries sorted by tensor name, entry `i` mapping `tensor_at(i)` to
+/// `shard_at(i)` (both giving a `std::string_view`): metadata.total_size, then weight_map.
+template <class TensorAt, class ShardAt>
+[[nodiscard]] std::string checkpoint_index_text(std::uint64_t total_size, std::size_t n, TensorAt tensor_at,
+                                                ShardAt shard_at) {
     std::size_t estimate = 64;
-    for (const auto& e : sorted) {
-        estimate += e.tensor.size() + e.shard.size() + 12;
+    for (std::size_t i = 0; i < n; ++i) {
+        estimate += tensor_at(i).size() + shard_at(i).size() + 12;
     }
     std::string out;
     out.reserve(estimate);  // sized once, not grown by copies
     out.append("{\n  \"metadata\": {\n    \"total_size\": ");
     out.append(std::to_string(total_size)).append("\n  },\n  \"weight_map\": {");
-    bool first = true;
-    for (const auto& e : sorted) {
-        out.append(first ? "\n    " : ",\n    ");
-        io::parse::append_json_quoted(out, e.tensor, "tensor name");
+    for (std::size_t i = 0; i < n; ++i) {
+        out.append(i == 0 ? "\n    " : ",\n    ");
+        io::parse::append_json_quoted(out, tensor_at(i), "tensor name");
         out.append(": ");
-        io::parse::append_json_quoted(out, e.shard, "shard name");
-        first = false;
+        io::parse::append_json_quoted(out, shard_at(i), "shard name");
     }
-    out.append(first ? "}\n}\n" : "\n  }\n}\n");
+    out.append(n == 0 ? "}\n}\n" : "\n  }\n}\n");
     return out;
 }
 

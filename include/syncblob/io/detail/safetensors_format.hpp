@@ -54,7 +54,8 @@ inline std::string safetensors_shape_text(const std::vector<std::int64_t>& shape
 }
 
 /// Appends the header's JSON, padded with spaces to a multiple of 8 bytes, to `h`: the `n` entries
-/// `entry_at(i)` (a `const SafetensorsEntry&`), already in file order, and string metadata (keys
+/// `entry_at(i)` (a `SafetensorsEntry`, or anything with its members: a name, a dtype, a shape
+/// of `size()` extents and the offsets), already in file order, and string metadata (keys
 /// sorted; omitted when empty, as the reference does for none). The string is sized once, from
 /// the names' lengths, rather than grown by copies. \throws FormatError when a name, key or value
 /// is not valid UTF-8.
@@ -88,7 +89,7 @@ void append_safetensors_header(std::string& h, std::size_t n, EntryAt entry_at,
         h.append("}");
     }
     for (std::size_t k = 0; k < n; ++k) {
-        const SafetensorsEntry& e = entry_at(k);
+        const auto& e = entry_at(k);  // a SafetensorsEntry, or a view with the same members
         h.append(h.size() == start + 1 ? "" : ",");
         parse::append_json_quoted(h, e.name, "tensor name");
         h.append(":{\"dtype\":\"").append(dtype_name(e.dtype)).append("\",\"shape\":[");
