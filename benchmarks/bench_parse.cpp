@@ -25,6 +25,8 @@
 //                           folder holding the last save (its index read, its shards replaced)
 //   checkpoint_arena/N      checkpoint::CheckpointArena of a checkpoint of N one-element tensors (a
 //                           third with diffs), laid out and loaded on the host
+//   checkpoint_convert/N    the same checkpoint saved as F64, loaded into an F32 CheckpointArena laid
+//                           out once (LoadOptions::convert): the reads and conversions alone
 //   arena_blobs/N           ParameterArena: N blobs added, sealed, and both buffers viewed
 //   arena_buckets/N         ParameterArena::buckets(1 KiB) of N sealed one-element blobs
 //   agreement_ranks/N       the agreement's verdict over the descriptors of N ranks (what every rank
@@ -246,17 +248,18 @@ void BM_safetensors_100MB(benchmark::State& state) {
     per_entry(state, static_cast<std::int64_t>(made.second));
 }
 
-// A checkpoint folder of N one-element F32 tensors "t<k>" (every third with a diff), written once.
+// A checkpoint folder of N one-element tensors "t<k>" of T (every third with a diff), written once.
+template <class T = float>
 const fs::path& cached_checkpoint(std::size_t n, std::uint64_t shard_bytes = 4'000'000) {
     static std::map<std::size_t, fs::path> folders;
     auto& folder = folders[n];
     if (folder.empty()) {
-        folder = bench_dir() / ("checkpoint-" + std::to_string(n));
+        folder = bench_dir() / ("checkpoint-" + std::string(element_name<T>()) + "-" + std::to_string(n));
         checkpoint::Writer w;
         for (std::size_t k = 0; k < n; ++k) {
-            Blob<float> b({1});
-            b.fill(static_cast<float>(k));
-            b.fill_diff(-1.0f);
+            Blob<T> b({1});
+            b.fill(static_cast<T>(k));
+            b.fill_diff(T{-1});
             w.add("t" + std::to_string(k), b, k % 3 == 0);
         }
         checkpoint::SaveOptions options;
@@ -346,6 +349,17 @@ void BM_checkpoint_arena(benchmark::State& state) {
     const auto c = checkpoint::Checkpoint::open(cached_checkpoint(static_cast<std::size_t>(state.range(0))));
     for (auto _ : state) {
         load_arenas(c, 1);
+    }
+    per_entry(state, state.range(0));
+}
+
+void BM_checkpoint_convert(benchmark::State& state) {
+    const auto c = checkpoint::Checkpoint::open(cached_checkpoint<double>(static_cast<std::size_t>(state.range(0))));
+    checkpoint::CheckpointArena<float> arena(c);
+    checkpoint::LoadOptions options;
+    options.convert = true;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(arena.load(c, options).tensors);
     }
     per_entry(state, state.range(0));
 }
@@ -451,6 +465,12 @@ BENCHMARK(BM_checkpoint_save)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1);
 BENCHMARK(BM_checkpoint_arena)
+    ->RangeMultiplier(10)
+    ->Range(1'000, 1'000'000)
+    ->MinWarmUpTime(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1);
+BENCHMARK(BM_checkpoint_convert)
     ->RangeMultiplier(10)
     ->Range(1'000, 1'000'000)
     ->MinWarmUpTime(1)

@@ -5,22 +5,27 @@
 // accepts and saves, `Checkpoint::open` reads back byte for byte; a refusal is a syncblob::Error
 // that writes nothing; and no save removes or changes a file it cannot prove is an old shard
 // (config.json stays as it was, whatever the old index says of it). Every tensor is read back twice:
-// on its own, and gathered with the others into the scattered reads a load makes.
+// on its own, and gathered with the others into the scattered reads a load makes; and the whole
+// checkpoint is loaded into an F32 CheckpointArena, its conversions gathered as a load gathers
+// them, each tensor as a read of it alone converts it.
 
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include <syncblob/checkpoint/arena_loader.hpp>
 #include <syncblob/checkpoint/reader.hpp>
 #include <syncblob/checkpoint/writer.hpp>
 #include <syncblob/io/read_runs.hpp>
@@ -141,6 +146,39 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         for (const auto& k : saved.kept) {
             fuzz::require(fs::exists(fs::symlink_status(k.file, ec)), "a file reported kept is there");
+        }
+        // Loaded into an F32 arena laid out from it: the small tensors' conversions are gathered
+        // and staged, the rest read one at a time; each blob holds what a read of its tensor alone
+        // gives. Exactly converted, the load fails when, and only when, such a read refuses a value.
+        checkpoint::CheckpointArena<float> arena(c);
+        checkpoint::LoadOptions load;
+        load.convert = true;
+        load.threads = 1;
+        load.chunk_bytes = in.ConsumeIntegralInRange<std::size_t>(1, 4096);
+        load.saturate = in.ConsumeBool();
+        const auto rule =
+            load.saturate ? syncblob::io::detail::ConvertRule::saturate : syncblob::io::detail::ConvertRule::exact;
+        bool refused = false;
+        std::vector<std::vector<float>> alone;  // each tensor read on its own
+        for (const auto& t : c.tensors()) {
+            auto& a = alone.emplace_back(static_cast<std::size_t>(t.count));
+            try {
+                c.read_elements<float>(t, 0, t.count, a.data(), rule);
+            } catch (const syncblob::FormatError&) {
+                refused = true;
+            }
+        }
+        bool loaded = true;
+        try {
+            (void)arena.load(c, load);
+        } catch (const syncblob::FormatError&) {
+            loaded = false;
+        }
+        fuzz::require(loaded == !refused, "a converting load refuses a value when a read of its tensor alone does");
+        for (std::size_t k = 0; loaded && k < alone.size(); ++k) {
+            const auto got = arena[c.tensors()[k].name].host_data();
+            fuzz::require(std::ranges::equal(std::as_bytes(got), std::as_bytes(std::span(alone[k]))),
+                          "a tensor loaded with the others converts as a read of it alone (bit for bit)");
         }
     } catch (const syncblob::Error&) {
     }

@@ -185,7 +185,23 @@ TEST_CASE("ParameterArena refuses changes after seal, before any data moves", "[
     SECTION("a blob moved out") {
         syncblob::Blob<float> taken = std::move(w);
         CHECK_THROWS_AS(arena.flat_data(), syncblob::StateError);
+        CHECK_THROWS_WITH(arena.flat("a load"), Catch::Contains("a load: blob 0 was 2 3 (6) at seal and is now (0)"));
     }
+}
+
+TEST_CASE("ParameterArena::flat is flat_data() and flat_diff() together, checked as they are", "[arena]") {
+    ParameterArena<float> arena;
+    (void)arena.add({3});
+    (void)arena.add({5});
+    CHECK_THROWS_WITH(arena.flat(), Catch::Contains("ParameterArena::flat: the arena is not sealed"));
+    arena.seal();
+    arena[1].fill(2.0f);
+    arena[1].fill_diff(-1.0f);
+    auto both = arena.flat();
+    CHECK(both.data.host_data().data() == arena.flat_data().host_data().data());
+    CHECK(both.diff.host_data().data() == arena.flat_diff().host_data().data());
+    CHECK(both.data.host_data()[arena.slice(1).offset / sizeof(float)] == 2.0f);
+    CHECK(both.diff.host_data()[arena.slice(1).offset / sizeof(float)] == -1.0f);
 }
 
 TEST_CASE("ParameterArena of empty blobs only, or of none", "[arena]") {

@@ -246,16 +246,15 @@ std::string small_name(std::size_t k) {
     return "t" + std::string(4 - digits.size(), '0') + digits;
 }
 
-// `n` one-element tensors "t0000".., the diffs of every third, saved in one shard: the tensors lie
-// in the file in the arena's order, each diff between its blob and the next blob.
+// `n` one-element tensors "t0000".. of S, the diffs of every third, saved in one shard: the tensors
+// lie in the file in the arena's order, each diff between its blob and the next blob.
+template <class S = float>
 checkpoint::Checkpoint small_tensors(const fs::path& dir, std::size_t n) {
     checkpoint::Writer w;
-    std::vector<Blob<float>> blobs;
-    blobs.reserve(n);
     for (std::size_t k = 0; k < n; ++k) {
-        auto& b = blobs.emplace_back(Shape{1});
-        b.fill(static_cast<float>(k));
-        b.fill_diff(-static_cast<float>(k));
+        Blob<S> b(Shape{1});
+        b.fill(static_cast<S>(k));
+        b.fill_diff(-static_cast<S>(k));
         w.add(small_name(k), b, k % 3 == 0);
     }
     return checkpoint::Checkpoint::open(w.save(dir, {}));
@@ -278,7 +277,8 @@ TEST_CASE("a load reads small tensors that lie together in a shard in one system
           "[checkpoint]") {
     const test::TempDir dir;
     constexpr std::size_t n = 3000;
-    const auto ckpt = small_tensors(dir.path(), n);
+    const bool convert = GENERATE(false, true);  // F32 read as it is, or F64 converted
+    const auto ckpt = convert ? small_tensors<double>(dir.path(), n) : small_tensors<float>(dir.path(), n);
     REQUIRE(ckpt.tensors().size() == n + n / 3);
     const auto before = test::io_calls("syscr:");
     if (!before) {
@@ -288,24 +288,72 @@ TEST_CASE("a load reads small tensors that lie together in a shard in one system
     const Device::Scope scope{Device::Settings{}};
     const bool host = GENERATE(true, false);
     const unsigned threads = GENERATE(1u, 2u);
-    CAPTURE(host, threads);
+    CAPTURE(convert, host, threads);
     checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
     checkpoint::LoadOptions options;
     options.target = host ? checkpoint::Target::host : checkpoint::Target::device;
     options.threads = threads;
+    options.convert = convert;
     const auto start = test::io_calls("syscr:");
     const auto report = loaded.load(ckpt, options);
     const std::uint64_t calls = *test::io_calls("syscr:") - *start;
     CAPTURE(calls, report.chunks);
     // A run ends at a chunk's end or after io::detail::InputFile::max_parts parts (a diff between two
-    // blobs is one more): on the host, 2 chunks and 4000 tensors in 11 calls at most. One call a
-    // tensor made 4001.
-    CHECK(calls <= report.chunks + 2 * (n + n / 3) / 1024 + 2);
+    // blobs is one more): on the host, 2 chunks and 4000 tensors in 11 calls at most. A converted
+    // run also ends when 512 values are staged: 4000 in 9 calls. One call a tensor made 4001, both
+    // ways.
+    CHECK(calls <= report.chunks + (convert ? (n + n / 3) / 256 : 2 * (n + n / 3) / 1024) + 2);
     CHECK(report.tensors == n + n / 3);
     // Read in place, a host chunk goes on over the diffs the file does not hold: one chunk for the
     // data and one for the diffs. A device chunk, copied whole, ends before each of them.
     CHECK((report.chunks == 2) == host);
     CHECK(holds_small_tensors(loaded));
+}
+
+TEST_CASE("a load refuses an arena whose blob left its slices, before it reads anything", "[checkpoint]") {
+    const test::TempDir dir;
+    const auto ckpt = small_tensors(dir.path(), 30);
+    checkpoint::CheckpointArena<float> loaded(ckpt);
+    const Blob<float> taken = std::move(loaded.arena()[3]);
+    const auto start = test::io_calls("syscr:");
+    CHECK_THROWS_WITH(loaded.load(ckpt), Contains("CheckpointArena::load: blob 3 was 1 (1) at seal"));
+    if (start) {
+        CHECK(*test::io_calls("syscr:") <= *start + 1);  // the count's own read of /proc/self/io at most
+    }
+    CHECK(taken.shape() == Shape{1});
+}
+
+TEST_CASE("a converting load of small tensors names the first bad value or the first byte cut, in the file's order",
+          "[checkpoint][convert]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 300;
+    auto ckpt = small_tensors<double>(dir.path(), n);
+    const bool bad_first = GENERATE(true, false);
+    const std::string bad = bad_first ? "t0120" : "t0200";
+    const std::string cut = bad_first ? "t0200" : "t0120";
+    CAPTURE(bad, cut);
+    {  // a value F32 cannot hold at `bad`, then the shard cut at `cut`'s first byte
+        const auto& t = ckpt.at(bad);
+        const double huge = 1e300;
+        std::fstream f(ckpt.shards().at(0).path, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(t.offset));
+        f.write(reinterpret_cast<const char*>(&huge), sizeof huge);
+    }
+    fs::resize_file(ckpt.shards().at(0).path, ckpt.at(cut).offset);
+    checkpoint::CheckpointArena<float> loaded(ckpt);
+    checkpoint::LoadOptions options;
+    options.target = checkpoint::Target::host;
+    options.threads = 1;  // the data's chunk first: the diffs' would name a diff
+    options.convert = true;
+    const std::string message = test::message_of<FormatError>([&] { (void)loaded.load(ckpt, options); });
+    if (bad_first) {
+        CHECK_THAT(message,
+                   Contains("tensor \"t0120\" at byte ") && Contains("element 0: value 1e+300 (F64) overflows F32"));
+    } else {
+        CHECK_THAT(message, Contains("tensor \"t0120\" at byte ") &&
+                                Contains("file ends at byte " + std::to_string(ckpt.at(cut).offset)) &&
+                                Contains("(truncated)"));
+    }
 }
 
 TEST_CASE("a shard cut short inside a run of small tensors names the tensor whose bytes it cut", "[checkpoint]") {

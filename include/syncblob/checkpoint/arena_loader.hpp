@@ -152,10 +152,12 @@ private:
         std::vector<bool> with_diff;
     };
     Targets targets(const Checkpoint& ckpt, const LoadOptions& options, bool on_device) const;
-    LoadReport load_host(const detail::Plan& plan, const std::vector<bool>& with_diff, const Checkpoint& ckpt,
-                         const LoadOptions& options, unsigned threads);
-    LoadReport load_device(const detail::Plan& plan, const std::vector<bool>& with_diff, const Checkpoint& ckpt,
-                           const LoadOptions& options, unsigned threads, stream_type copy_stream);
+    using Flat = typename arena_type::FlatBuffers;
+    LoadReport load_host(Flat& flat, const detail::Plan& plan, const std::vector<bool>& with_diff,
+                         const Checkpoint& ckpt, const LoadOptions& options, unsigned threads);
+    LoadReport load_device(Flat& flat, const detail::Plan& plan, const std::vector<bool>& with_diff,
+                           const Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
+                           stream_type copy_stream);
 
     arena_type arena_;
     std::vector<std::string> names_;
@@ -226,7 +228,7 @@ typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Che
 template <Element T, SyncedAllocator A>
 LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions& options, stream_type copy_stream) {
     const auto started = std::chrono::steady_clock::now();
-    arena_.check("CheckpointArena::load");
+    Flat flat = arena_.flat("CheckpointArena::load");  // every blob checked once, before anything moves
     const bool on_device = detail::on_device(options.target, device_backend::has_device);
     detail::Planner planner(sizeof(T), options.chunk_bytes, !on_device);  // a host load reads in place
     const Targets t = targets(ckpt, options, on_device);
@@ -234,8 +236,8 @@ LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions
     planner.add(t.diffs, true);
     const detail::Plan plan = planner.finish();
     const unsigned threads = detail::reader_threads(options.threads, plan.chunks.size());
-    LoadReport report = on_device ? load_device(plan, t.with_diff, ckpt, options, threads, copy_stream)
-                                  : load_host(plan, t.with_diff, ckpt, options, threads);
+    LoadReport report = on_device ? load_device(flat, plan, t.with_diff, ckpt, options, threads, copy_stream)
+                                  : load_host(flat, plan, t.with_diff, ckpt, options, threads);
     report.tensors = t.data.size() + t.diffs.size();
     report.bytes_read = plan.source_bytes;
     report.chunks = plan.chunks.size();
@@ -246,11 +248,11 @@ LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load_host(const detail::Plan& plan, const std::vector<bool>& with_diff,
+LoadReport CheckpointArena<T, A>::load_host(Flat& flat, const detail::Plan& plan, const std::vector<bool>& with_diff,
                                             const Checkpoint& ckpt, const LoadOptions& options, unsigned threads) {
     std::byte* bases[2] = {nullptr, nullptr};
-    auto data = arena_.flat_data();  // each view checks every blob: once, not once per blob
-    auto diff = arena_.flat_diff();
+    auto& data = flat.data;
+    auto& diff = flat.diff;
     for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_host, the device sides stale
         bases[0] = reinterpret_cast<std::byte*>(data.mutable_host_data_for_overwrite(i, i + 1).data());
         if (with_diff[i]) {
@@ -263,7 +265,7 @@ LoadReport CheckpointArena<T, A>::load_host(const detail::Plan& plan, const std:
 }
 
 template <Element T, SyncedAllocator A>
-LoadReport CheckpointArena<T, A>::load_device(const detail::Plan& plan, const std::vector<bool>& with_diff,
+LoadReport CheckpointArena<T, A>::load_device(Flat& flat, const detail::Plan& plan, const std::vector<bool>& with_diff,
                                               const Checkpoint& ckpt, const LoadOptions& options, unsigned threads,
                                               stream_type copy_stream) {
     LoadReport report;
@@ -272,8 +274,8 @@ LoadReport CheckpointArena<T, A>::load_device(const detail::Plan& plan, const st
         const int device = detail::arena_device(arena_);
         const DeviceGuard<device_backend> guard(device);  // the arena's blocks and streams are its device's
         typename Load::Targets targets;
-        auto data = arena_.flat_data();  // each view checks every blob: once, not once per blob
-        auto diff = arena_.flat_diff();
+        auto& data = flat.data;
+        auto& diff = flat.diff;
         for (std::size_t i = 0; i < arena_.size(); ++i) {  // heads at_device, the host sides stale
             targets.data = reinterpret_cast<std::byte*>(data.mutable_device_data_for_overwrite(i, i + 1));
             if (with_diff[i]) {

@@ -9,6 +9,7 @@
 /// reports, reading a chunk's pieces into memory (an image of the arena, or raw bytes), and the
 /// virtual clock of the simulated device (simulated_timeline.hpp), to which it reports its reads.
 
+#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -103,13 +104,14 @@ struct LoadClock {
     }
 };
 
-/// Reads the pieces of direct chunk `c` into `image`, an image of the arena from the chunk's first
-/// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
-/// `zero_gaps`, the padding between them is zeroed.
-template <Element T>
-void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
-                io::detail::ConvertRule rule) {
-    io::detail::ReadRuns runs;
+/// Goes through the pieces of direct chunk `c`, each to its place in `image` (an image of the arena
+/// from the chunk's first byte; with `zero_gaps`, the padding between them is zeroed): a piece the
+/// file holds as T's bytes are (no byte swap, no bool to normalise) is read through `runs`, any other
+/// is given to `other(t, piece, dst)`, which converts it. Stops where `other` returns false.
+template <Element T, class Other>
+void for_each_piece(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
+                    io::detail::ReadRuns& runs, Other&& other) {
+    constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
     std::size_t at = 0;
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
@@ -117,20 +119,125 @@ void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::b
             std::memset(image + at, 0, piece.staging - at);
         }
         const Tensor& t = ckpt.tensors()[piece.tensor];
-        const std::size_t bytes = static_cast<std::size_t>(piece.count) * sizeof(T);
-        // The file's bytes are T's as they are (no byte swap, no bool to normalise): a plain read,
-        // which, unlike read_elements, does not advise huge pages on memory the arena already touched.
-        constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
+        auto* dst = reinterpret_cast<T*>(image + piece.staging);
         if (as_is && t.dtype == dtype_of<T>) {
-            runs.read(ckpt.shard_input(t.shard), t.offset + piece.first * sizeof(T), image + piece.staging, bytes,
-                      t.name);
-        } else {
-            runs.flush();  // in the file's order: the first bad byte is the one an error names
-            ckpt.read_elements<T>(t, piece.first, piece.count, reinterpret_cast<T*>(image + piece.staging), rule);
+            // A plain read, which, unlike read_elements, does not advise huge pages on memory the
+            // arena already touched.
+            runs.read(ckpt.shard_input(t.shard), t.offset + piece.first * sizeof(T), dst,
+                      static_cast<std::size_t>(piece.count) * sizeof(T), t.name);
+        } else if (!other(t, piece, dst)) {
+            return;
         }
-        at = piece.staging + bytes;
+        at = piece.staging + static_cast<std::size_t>(piece.count) * sizeof(T);
     }
+}
+
+/// Reads the pieces of direct chunk `c` into `image` as `read_image` does, one converting piece at
+/// a time, in the file's order: the first bad byte is the one an error names.
+template <Element T>
+void read_image_in_order(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
+                         io::detail::ConvertRule rule) {
+    io::detail::ReadRuns runs;
+    for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
+        runs.flush();  // in the file's order
+        ckpt.read_elements<T>(t, piece.first, piece.count, dst, rule);
+        return true;
+    });
     runs.flush();
+}
+
+/// The small pieces of a chunk that a load converts: their file's bytes gathered into a block of
+/// the reader's stack with the chunk's other reads, then converted where they go once read.
+template <Element T>
+class StagedConversions {  // NOLINT(cppcoreguidelines-pro-type-member-init): each entry is written before read
+public:
+    /// The most bytes of the file a converting piece may have to be staged here.
+    static constexpr std::size_t capacity = std::size_t{16} << 10;
+
+    StagedConversions(io::detail::ReadRuns& runs, io::detail::ConvertRule rule) noexcept : runs_(runs), rule_(rule) {}
+
+    /// Reads `count` elements of `t` from element `first` (`bytes` of the file, at most
+    /// `capacity`) with the run they join; `convert()` writes them to `dst` as T.
+    /// \throws as `ReadRuns::read`.
+    void read(const Checkpoint& ckpt, const Tensor& t, std::uint64_t first, std::size_t count, std::size_t bytes,
+              T* dst) {
+        if (n_ == pending_.size() || used_ + bytes > capacity) {
+            (void)convert();  // a refusal is kept: the last convert() reports it
+        }
+        runs_.read(ckpt.shard_input(t.shard), t.offset + first * dtype_size(t.dtype), staged_.data() + used_, bytes,
+                   t.name);
+        pending_[n_++] = {t.dtype, count, used_, dst};
+        used_ += bytes;
+    }
+
+    /// Reads what is gathered, then converts each staged piece in order. Returns false when a piece
+    /// holds a value the rule refuses (the caller reads the chunk again in order for the error).
+    /// \throws as `ReadRuns::flush`.
+    [[nodiscard]] bool convert() {
+        runs_.flush();
+        for (std::size_t k = 0; k < n_ && !refused_; ++k) {
+            const Pending& p = pending_[k];
+            refused_ = io::detail::convert_elements(p.dtype, staged_.data() + p.at, p.count, p.dst, rule_) != p.count;
+        }
+        n_ = used_ = 0;
+        return !refused_;
+    }
+
+private:
+    struct Pending {
+        Dtype dtype;
+        std::size_t count;
+        std::size_t at;  // in staged_
+        T* dst;
+    };
+
+    io::detail::ReadRuns& runs_;
+    io::detail::ConvertRule rule_;
+    bool refused_ = false;
+    std::size_t n_ = 0;
+    std::size_t used_ = 0;
+    alignas(16) std::array<std::byte, capacity> staged_;
+    std::array<Pending, 512> pending_;
+};
+
+/// Reads the pieces of direct chunk `c` into `image`, an image of the arena from the chunk's first
+/// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
+/// `zero_gaps`, the padding between them is zeroed. The reads of pieces that lie together in a shard
+/// are gathered into one system call per run (io::detail::ReadRuns), a small converting piece's too:
+/// its file's bytes are staged, then converted. When any of it fails, the chunk is read again one
+/// converting piece at a time (read_image_in_order), so that the error is the first in the file.
+template <Element T>
+void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
+                io::detail::ConvertRule rule) {
+    if constexpr (std::endian::native != std::endian::little) {  // the conversions read little-endian bytes
+        read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule);
+    } else {
+        bool done = false;
+        try {
+            io::detail::ReadRuns runs;
+            StagedConversions<T> staged(runs, rule);
+            for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
+                const auto count = static_cast<std::size_t>(piece.count);
+                const std::size_t file_bytes = count * dtype_size(t.dtype);
+                if (t.dtype != dtype_of<T> && file_bytes <= StagedConversions<T>::capacity) {
+                    staged.read(ckpt, t, piece.first, count, file_bytes, dst);
+                    return true;
+                }
+                if (!staged.convert()) {
+                    return false;
+                }
+                ckpt.read_elements<T>(t, piece.first, piece.count, dst, rule);
+                return true;
+            });
+            done = staged.convert();
+        } catch (const Error&) {
+            read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule);  // throws the first error in the file
+            throw;
+        }
+        if (!done) {
+            read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule);  // throws the refusal, naming its element
+        }
+    }
 }
 
 /// The element conversion's rule that a checkpoint load's options ask for (`io::convert_rule` for io's).
