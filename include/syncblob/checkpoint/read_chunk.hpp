@@ -154,6 +154,9 @@ public:
     /// The most bytes of the file a converting piece may have to be staged here.
     static constexpr std::size_t capacity = std::size_t{16} << 10;
 
+    // The staging block and the list are left unset: each entry is written before it is read, and a
+    // load makes one of these per chunk (32 KiB to zero each time).
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init)
     StagedConversions(io::detail::ReadRuns& runs, io::detail::ConvertRule rule) noexcept : runs_(runs), rule_(rule) {}
 
     /// Reads `count` elements of `t` from element `first` (`bytes` of the file, at most
