@@ -155,6 +155,61 @@ TEST_CASE("a file of many small tensors is written, and loaded whole, in a few s
     CHECK(all.at("large").host_data()[(1 << 15) - 1] == -1.0f);
 }
 
+TEST_CASE("a file of many small tensors is loaded whole, converted, in a few system calls, not one a tensor",
+          "[io][safetensors][convert]") {
+    const test::TempDir dir;
+    constexpr std::size_t n = 3000;
+    std::map<std::string, Blob<double>> blobs;
+    for (std::size_t k = 0; k < n; ++k) {
+        blobs.emplace("t" + std::to_string(k), Shape{2}).first->second.fill(static_cast<double>(k));
+    }
+    blobs.emplace("large", Shape{1 << 12}).first->second.fill(-1.0);  // 32 KiB: converted on its own
+    io::save_safetensors(dir.path() / "f64.safetensors", blobs);
+    const auto before = test::io_calls("syscr:");
+    if (!before) {
+        std::cout << "skipped: the kernel does not count this process's reads (/proc/self/io)" << std::endl;
+        return;
+    }
+    io::LoadOptions options;
+    options.convert = true;
+    const auto file = io::SafetensorsFile::open(dir.path() / "f64.safetensors", options);
+    const auto reads = *test::io_calls("syscr:");
+    const auto all = file.load_all<float>();
+    const std::uint64_t read_calls = *test::io_calls("syscr:") - reads;
+    CAPTURE(read_calls);
+    // 512 staged at a time (16 bytes each), then converted; the large one on its own: 3001 tensors in
+    // 8 calls. One call a tensor made 3002.
+    CHECK(read_calls <= n / 256 + 2);
+    REQUIRE(all.size() == n + 1);
+    for (std::size_t k = 0; k < n; k += 499) {
+        CHECK(all.at("t" + std::to_string(k)).host_data()[1] == static_cast<float>(k));
+    }
+    CHECK(all.at("large").host_data()[(1 << 12) - 1] == -1.0f);
+}
+
+TEST_CASE("a converting load_all names the first tensor in name order whose value it refuses",
+          "[io][safetensors][convert]") {
+    const test::TempDir dir;
+    std::map<std::string, Blob<double>> blobs;
+    for (std::size_t k = 0; k < 300; ++k) {
+        blobs.emplace("t" + std::to_string(1000 + k), Shape{2}).first->second.fill(1.0);
+    }
+    blobs.at("t1120").mutable_host_data()[1] = 1e300;
+    blobs.at("t1200").mutable_host_data()[0] = -1e300;
+    const bool cut = GENERATE(false, true);  // and the file cut short after both
+    CAPTURE(cut);
+    const auto path = dir.path() / "f64.safetensors";
+    io::save_safetensors(path, blobs);
+    io::LoadOptions options;
+    options.convert = true;
+    const auto file = io::SafetensorsFile::open(path, options);
+    if (cut) {
+        fs::resize_file(path, fs::file_size(path) - 16);  // the last tensor's bytes
+    }
+    CHECK_THAT(test::message_of<FormatError>([&] { (void)file.load_all<float>(); }),
+               Contains("tensor \"t1120\" at byte ") && Contains("element 1: value 1e+300 (F64) overflows F32"));
+}
+
 TEST_CASE("safetensors F8 tensors: every bit pattern written under its dtype name and loaded back bit-exact",
           "[io][safetensors][float8]") {
     const test::TempDir dir;

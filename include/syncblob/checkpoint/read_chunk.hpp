@@ -9,7 +9,6 @@
 /// reports, reading a chunk's pieces into memory (an image of the arena, or raw bytes), and the
 /// virtual clock of the simulated device (simulated_timeline.hpp), to which it reports its reads.
 
-#include <array>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -146,63 +145,6 @@ void read_image_in_order(const Checkpoint& ckpt, const Plan& plan, const Chunk& 
     runs.flush();
 }
 
-/// The small pieces of a chunk that a load converts: their file's bytes gathered into a block of
-/// the reader's stack with the chunk's other reads, then converted where they go once read.
-template <Element T>
-class StagedConversions {  // NOLINT(cppcoreguidelines-pro-type-member-init): each entry is written before read
-public:
-    /// The most bytes of the file a converting piece may have to be staged here.
-    static constexpr std::size_t capacity = std::size_t{16} << 10;
-
-    // The staging block and the list are left unset: each entry is written before it is read, and a
-    // load makes one of these per chunk (32 KiB to zero each time).
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init)
-    StagedConversions(io::detail::ReadRuns& runs, io::detail::ConvertRule rule) noexcept : runs_(runs), rule_(rule) {}
-
-    /// Reads `count` elements of `t` from element `first` (`bytes` of the file, at most
-    /// `capacity`) with the run they join; `convert()` writes them to `dst` as T.
-    /// \throws as `ReadRuns::read`.
-    void read(const Checkpoint& ckpt, const Tensor& t, std::uint64_t first, std::size_t count, std::size_t bytes,
-              T* dst) {
-        if (n_ == pending_.size() || used_ + bytes > capacity) {
-            (void)convert();  // a refusal is kept: the last convert() reports it
-        }
-        runs_.read(ckpt.shard_input(t.shard), t.offset + first * dtype_size(t.dtype), staged_.data() + used_, bytes,
-                   t.name);
-        pending_[n_++] = {t.dtype, count, used_, dst};
-        used_ += bytes;
-    }
-
-    /// Reads what is gathered, then converts each staged piece in order. Returns false when a piece
-    /// holds a value the rule refuses (the caller reads the chunk again in order for the error).
-    /// \throws as `ReadRuns::flush`.
-    [[nodiscard]] bool convert() {
-        runs_.flush();
-        for (std::size_t k = 0; k < n_ && !refused_; ++k) {
-            const Pending& p = pending_[k];
-            refused_ = io::detail::convert_elements(p.dtype, staged_.data() + p.at, p.count, p.dst, rule_) != p.count;
-        }
-        n_ = used_ = 0;
-        return !refused_;
-    }
-
-private:
-    struct Pending {
-        Dtype dtype;
-        std::size_t count;
-        std::size_t at;  // in staged_
-        T* dst;
-    };
-
-    io::detail::ReadRuns& runs_;
-    io::detail::ConvertRule rule_;
-    bool refused_ = false;
-    std::size_t n_ = 0;
-    std::size_t used_ = 0;
-    alignas(16) std::array<std::byte, capacity> staged_;
-    std::array<Pending, 512> pending_;
-};
-
 /// Reads the pieces of direct chunk `c` into `image`, an image of the arena from the chunk's first
 /// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
 /// `zero_gaps`, the padding between them is zeroed. The reads of pieces that lie together in a shard
@@ -218,12 +160,13 @@ void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::b
         bool done = false;
         try {
             io::detail::ReadRuns runs;
-            StagedConversions<T> staged(runs, rule);
+            io::detail::StagedConversions<T> staged(runs, rule);
             for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
                 const auto count = static_cast<std::size_t>(piece.count);
                 const std::size_t file_bytes = count * dtype_size(t.dtype);
-                if (t.dtype != dtype_of<T> && file_bytes <= StagedConversions<T>::capacity) {
-                    staged.read(ckpt, t, piece.first, count, file_bytes, dst);
+                if (t.dtype != dtype_of<T> && file_bytes <= io::detail::StagedConversions<T>::capacity) {
+                    staged.read(ckpt.shard_input(t.shard), t.offset + piece.first * dtype_size(t.dtype), t.dtype, count,
+                                dst, t.name);
                     return true;
                 }
                 if (!staged.convert()) {

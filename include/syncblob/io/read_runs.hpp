@@ -7,7 +7,8 @@
 /// API.
 ///
 /// `ReadRuns`: reads of many small tensors gathered into one scattered read per run of them that
-/// lie together in a file, where a read each costs a system call per tensor.
+/// lie together in a file, where a read each costs a system call per tensor; `StagedConversions`:
+/// the same for reads that are converted.
 
 #include <sys/uio.h>
 
@@ -18,6 +19,8 @@
 #include <string>
 #include <utility>
 
+#include "../core/element.hpp"
+#include "convert.hpp"
 #include "detail/posix_file.hpp"
 
 SYNCBLOB_BEGIN_NAMESPACE
@@ -91,6 +94,64 @@ private:
     std::array<::iovec, InputFile::max_parts> parts_;
     std::array<const std::string*, InputFile::max_parts> names_;  // the tensor each part holds
     std::array<std::byte, max_gap> gap_;                          // written by the reads, never read
+};
+
+/// Small reads that a load converts (the file's dtype is not the blob's): the file's bytes of each
+/// are read with the run they join (`ReadRuns`) into a block of this object, then converted where
+/// they go once read. One object per thread, with its `ReadRuns`; 32 KiB.
+template <Element T>
+class StagedConversions {  // NOLINT(cppcoreguidelines-pro-type-member-init): each entry is written before read
+public:
+    /// The most bytes of the file a read may have to be staged here.
+    static constexpr std::size_t capacity = std::size_t{16} << 10;
+
+    // The block and the list are left unset: each entry is written before it is read, and a load
+    // makes one of these per chunk (32 KiB to zero each time).
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init)
+    StagedConversions(ReadRuns& runs, ConvertRule rule) noexcept : runs_(runs), rule_(rule) {}
+
+    /// Reads `count` little-endian elements of `dtype` (at most `capacity` bytes) at `offset` of
+    /// `file` with the run they join; `convert()` writes them to `dst` as T. `name` (alive until
+    /// then) names the tensor in an error. \throws as `ReadRuns::read`.
+    void read(const InputFile& file, std::uint64_t offset, Dtype dtype, std::size_t count, T* dst,
+              const std::string& name) {
+        const std::size_t bytes = count * dtype_size(dtype);
+        if (n_ == pending_.size() || used_ + bytes > capacity) {
+            (void)convert();  // a refusal is kept: the last convert() reports it
+        }
+        runs_.read(file, offset, staged_.data() + used_, bytes, name);
+        pending_[n_++] = {dtype, count, used_, dst};
+        used_ += bytes;
+    }
+
+    /// Reads what is gathered, then converts each staged read in order. Returns false once a read
+    /// held a value the rule refuses (the caller reads again, one tensor at a time, for the error).
+    /// \throws as `ReadRuns::flush`.
+    [[nodiscard]] bool convert() {
+        runs_.flush();
+        for (std::size_t k = 0; k < n_ && !refused_; ++k) {
+            const Pending& p = pending_[k];
+            refused_ = convert_elements(p.dtype, staged_.data() + p.at, p.count, p.dst, rule_) != p.count;
+        }
+        n_ = used_ = 0;
+        return !refused_;
+    }
+
+private:
+    struct Pending {
+        Dtype dtype;
+        std::size_t count;
+        std::size_t at;  // in staged_
+        T* dst;
+    };
+
+    ReadRuns& runs_;
+    ConvertRule rule_;
+    bool refused_ = false;
+    std::size_t n_ = 0;
+    std::size_t used_ = 0;
+    alignas(16) std::array<std::byte, capacity> staged_;
+    std::array<Pending, 512> pending_;
 };
 
 }  // namespace io::detail

@@ -176,6 +176,14 @@ public:
 private:
     explicit SafetensorsFile(LoadOptions options) : options_(options) {}
 
+    // Where a new blob's reads wait to be made with others: `runs` for those read as they are,
+    // `staged` for those converted (null: each conversion reads on its own).
+    template <Element T>
+    struct Reads {
+        detail::ReadRuns* runs = nullptr;
+        detail::StagedConversions<T>* staged = nullptr;
+    };
+
     [[nodiscard]] const std::string& source() const { return memory_ ? memory_->name() : file_->name(); }
 
     template <class Fn>
@@ -227,27 +235,50 @@ private:
         // Into the map in name order, each at its end: no search through the map per tensor.
         const std::vector<std::size_t> order =
             detail::name_order(found.size(), [&](std::size_t i) -> std::string_view { return found[i].first->name; });
-        std::map<std::string, Blob<T, A>> out;
         // The blobs are new, so each is read into after it is in the map: small tensors that lie
-        // together in the file are read together, a system call per run of them, not one each.
-        detail::ReadRuns runs;
-        for (std::size_t k = 0; k < order.size(); ++k) {
-            if (k != 0 && found[order[k]].first == found[order[k - 1]].first) {
-                continue;  // named twice: loaded once
+        // together in the file are read together, a system call per run of them, not one each, and
+        // those it converts are staged and converted once read. When that fails, the tensors are
+        // read again with each conversion on its own, in name order, for the error those reads make.
+        const auto load = [&](bool gather) -> std::optional<std::map<std::string, Blob<T, A>>> {
+            std::map<std::string, Blob<T, A>> out;
+            detail::ReadRuns runs;
+            std::optional<detail::StagedConversions<T>> staged;
+            if (gather) {
+                staged.emplace(runs, convert_rule(options_));
             }
-            const auto& [data, diff] = found[order[k]];
-            load_entries(*data, diff, out.emplace_hint(out.end(), data->name, Blob<T, A>{})->second, &runs);
+            for (std::size_t k = 0; k < order.size(); ++k) {
+                if (k != 0 && found[order[k]].first == found[order[k - 1]].first) {
+                    continue;  // named twice: loaded once
+                }
+                const auto& [data, diff] = found[order[k]];
+                load_entries(*data, diff, out.emplace_hint(out.end(), data->name, Blob<T, A>{})->second,
+                             Reads<T>{&runs, staged ? &*staged : nullptr});
+            }
+            runs.flush();
+            if (staged && !staged->convert()) {
+                return std::nullopt;  // a value refused
+            }
+            return out;
+        };
+        if constexpr (std::endian::native == std::endian::little) {  // the staged conversions read little-endian
+            try {
+                if (auto out = load(true)) {
+                    return std::move(*out);
+                }
+            } catch (const Error&) {
+                (void)load(false);  // throws the first error the reads one at a time make
+                throw;
+            }
         }
-        runs.flush();
-        return out;
+        return *load(false);  // after a refusal, throws it, naming its element
     }
 
     // Loads `data` (and `diff`, when not null) into `blob`: see load(name, blob).
     template <Element T, SyncedAllocator A>
-    // `runs`: where a new blob's reads may wait to be made with others (its bytes are unspecified
-    // until they are); null for a blob that has contents of its own, read before it changes.
+    // `reads`: where a new blob's reads may wait to be made with others (its bytes are unspecified
+    // until they are); none for a blob that has contents of its own, read before it changes.
     void load_entries(const detail::SafetensorsEntry& data, const detail::SafetensorsEntry* diff, Blob<T, A>& blob,
-                      detail::ReadRuns* runs = nullptr) const {
+                      Reads<T> reads = {}) const {
         check<T>(data, data.count * sizeof(T));
         if (diff != nullptr) {
             if (diff->dtype != data.dtype || diff->shape != data.shape) {
@@ -263,9 +294,9 @@ private:
                              " (set LoadOptions::reshape to adopt it)");
         }
         detail::StagedLoad<T, A> stage(blob, shape);
-        fill(data, stage, false, runs);
+        fill(data, stage, false, reads);
         if (diff != nullptr) {
-            fill(*diff, stage, true, runs);
+            fill(*diff, stage, true, reads);
         }
         stage.commit(blob);
     }
@@ -292,8 +323,7 @@ private:
     // Fills the staged data (or diff) with tensor `e`: borrowed from the mapping when possible, read
     // (and converted) into owned memory otherwise.
     template <Element T, SyncedAllocator A>
-    void fill(const detail::SafetensorsEntry& e, detail::StagedLoad<T, A>& stage, bool diff,
-              detail::ReadRuns* runs) const {
+    void fill(const detail::SafetensorsEntry& e, detail::StagedLoad<T, A>& stage, bool diff, Reads<T> reads) const {
         const auto bytes = static_cast<std::size_t>(e.count * sizeof(T));
         if (mapped_as_is<T>() && e.dtype == dtype_of<T> && e.count != 0) {
             const std::byte* p = mapping_->bytes().data() + header_.data_start + e.begin;
@@ -309,8 +339,13 @@ private:
         }
         const std::uint64_t at = header_.data_start + e.begin;
         constexpr bool as_is = std::endian::native == std::endian::little && !std::same_as<T, bool>;
-        if (runs != nullptr && file_ && as_is && e.dtype == dtype_of<T>) {
-            runs->read(file_->file(), at, dst.data(), dst.size_bytes(), e.name);
+        if (reads.runs != nullptr && file_ && as_is && e.dtype == dtype_of<T>) {
+            reads.runs->read(file_->file(), at, dst.data(), dst.size_bytes(), e.name);
+            return;
+        }
+        if (reads.staged != nullptr && file_ && e.dtype != dtype_of<T> &&
+            dst.size() * dtype_size(e.dtype) <= detail::StagedConversions<T>::capacity) {
+            reads.staged->read(file_->file(), at, e.dtype, dst.size(), dst.data(), e.name);
             return;
         }
         with_source([&](const auto& src) {
