@@ -39,7 +39,8 @@ public:
     /// Bytes between two reads that a run reads and drops rather than end there.
     static constexpr std::size_t max_gap = 4096;
 
-    ReadRuns() = default;
+    // The part arrays are left unset (below).
+    ReadRuns() = default;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     ReadRuns(const ReadRuns&) = delete;
     ReadRuns& operator=(const ReadRuns&) = delete;
     ~ReadRuns() = default;
