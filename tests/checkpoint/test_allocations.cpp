@@ -184,11 +184,13 @@ TEST_CASE("a checkpoint load makes no allocation per tensor, whatever the names'
     REQUIRE(loaded.tensors == n + n / 2);
     CHECK(arena[long_name(n - 1)].host_data()[1] == static_cast<float>(n - 1));
     CHECK(arena[long_name(0)].host_diff()[0] == -1.0f);
-    // The plan's vectors grow geometrically: a few dozen allocations for 3000 tensors, of some 250
-    // bytes a tensor in all. One allocation per tensor would be 3000, and a block of 1 MiB per
-    // tensor 3 GB.
+    // The plan's vectors grow geometrically: a few dozen allocations for 3000 tensors. One
+    // allocation per tensor would be 3000, and a block of 1 MiB per tensor 3 GB.
     CHECK(made.allocations < 200);
-    CHECK(made.bytes < loaded.tensors * 512);
+    // A piece of the plan (40 bytes) per tensor and a chunk per few: some 55 bytes a tensor. A list
+    // of the blobs' matches and one of the plan's tensors beside the pieces made it 150, fresh
+    // memory on every load, whose pages cost more than the reads at a million tensors.
+    CHECK(made.bytes < loaded.tensors * 64);
 }
 
 TEST_CASE("a safetensors load converts small tensors without a block of its own for each", "[io][safetensors]") {

@@ -144,14 +144,10 @@ private:
         return i;
     }
 
-    // The plan's tensors of the data and of the diffs; `with_diff[i]` says whether blob i has a diff
-    // to load.
-    struct Targets {
-        std::vector<detail::PlanTensor> data;
-        std::vector<detail::PlanTensor> diffs;
-        std::vector<bool> with_diff;
-    };
-    Targets targets(const Checkpoint& ckpt, const LoadOptions& options, bool on_device) const;
+    // Calls `fn(i, tensor, diff)` for each blob i, in the arena's order, with what `match` gives it;
+    // \throws as match, before the first call for a blob that does not match.
+    template <class Fn>
+    void each_match(const Checkpoint& ckpt, bool convert, std::string_view op, Fn&& fn) const;
     using Flat = typename arena_type::FlatBuffers;
     LoadReport load_host(Flat& flat, const detail::Plan& plan, const std::vector<bool>& with_diff,
                          const Checkpoint& ckpt, const LoadOptions& options, unsigned threads);
@@ -165,10 +161,8 @@ private:
 };
 
 template <Element T, SyncedAllocator A>
-std::vector<typename CheckpointArena<T, A>::Match> CheckpointArena<T, A>::match(const Checkpoint& ckpt, bool convert,
-                                                                                std::string_view op) const {
-    std::vector<Match> out;
-    out.reserve(names_.size());
+template <class Fn>
+void CheckpointArena<T, A>::each_match(const Checkpoint& ckpt, bool convert, std::string_view op, Fn&& fn) const {
     const auto& tensors = ckpt.tensors();
     std::size_t next = 0;  // where blob i's tensor is, when the arena follows the checkpoint's order
     for (std::size_t i = 0; i < names_.size(); ++i) {
@@ -188,9 +182,10 @@ std::vector<typename CheckpointArena<T, A>::Match> CheckpointArena<T, A>::match(
             io::throw_format_error(source(ckpt), "tensor \"" + names_[i] + "\"",
                                    "not in the checkpoint (the arena's blob " + std::to_string(i) + " needs it)");
         }
-        if (t->shape != arena_[i].shape()) {
+        // The shape the blob was laid out with: ParameterArena::check holds the blob to it.
+        if (t->shape != arena_.shapes()[i]) {
             throw ShapeError(std::string(op) + ": " + source(ckpt) + " holds \"" + t->name + "\" of shape " +
-                             t->shape.to_string() + ", the arena's blob has " + arena_[i].shape_string());
+                             t->shape.to_string() + ", the arena's blob has " + arena_.shapes()[i].to_string());
         }
         if (t->dtype != dtype_of<T> && !convert) {
             io::throw_format_error(ckpt.shards()[t->shard].path.string(), "tensor \"" + t->name + "\": dtype",
@@ -198,30 +193,16 @@ std::vector<typename CheckpointArena<T, A>::Match> CheckpointArena<T, A>::match(
                                        std::string(element_name<T>()) + " (set LoadOptions::convert to convert)");
         }
         next = static_cast<std::size_t>(t - tensors.data()) + 1;
-        out.push_back({t, ckpt.diff_of(*t)});
+        fn(i, *t, ckpt.diff_of(*t));
     }
-    return out;
 }
 
 template <Element T, SyncedAllocator A>
-typename CheckpointArena<T, A>::Targets CheckpointArena<T, A>::targets(const Checkpoint& ckpt,
-                                                                       const LoadOptions& options,
-                                                                       bool on_device) const {
-    Targets out;
-    out.data.reserve(names_.size());
-    out.with_diff.reserve(names_.size());
-    const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
-        return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
-                                  dtype_size(t.dtype), on_device && detail::converts_on_device<T>(t.dtype)};
-    };
-    const std::vector<Match> matched = match(ckpt, options.convert);
-    for (std::size_t i = 0; i < matched.size(); ++i) {
-        out.data.push_back(plan_tensor(*matched[i].tensor, i));
-        out.with_diff.push_back(matched[i].diff != nullptr);
-        if (matched[i].diff != nullptr) {
-            out.diffs.push_back(plan_tensor(*matched[i].diff, i));
-        }
-    }
+std::vector<typename CheckpointArena<T, A>::Match> CheckpointArena<T, A>::match(const Checkpoint& ckpt, bool convert,
+                                                                                std::string_view op) const {
+    std::vector<Match> out;
+    out.reserve(names_.size());
+    each_match(ckpt, convert, op, [&](std::size_t, const Tensor& t, const Tensor* diff) { out.push_back({&t, diff}); });
     return out;
 }
 
@@ -230,15 +211,37 @@ LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions
     const auto started = std::chrono::steady_clock::now();
     Flat flat = arena_.flat("CheckpointArena::load");  // every blob checked once, before anything moves
     const bool on_device = detail::on_device(options.target, device_backend::has_device);
+    // Each blob is planned as it is matched, its diff once every blob's data is: at a million
+    // tensors, a vector of the matches and one of the plan's tensors were a hundred bytes a tensor
+    // of fresh memory per load, and two more passes over them.
     detail::Planner planner(sizeof(T), options.chunk_bytes, !on_device);  // a host load reads in place
-    const Targets t = targets(ckpt, options, on_device);
-    planner.add(t.data, false);
-    planner.add(t.diffs, true);
+    // The blobs' tensors are distinct and no diffs, so at most the checkpoint's other tensors are
+    // their diffs: exactly as many when the arena holds every tensor of the checkpoint.
+    const std::size_t blobs = names_.size();
+    const std::size_t others = ckpt.tensors().size() - std::min(ckpt.tensors().size(), blobs);
+    planner.reserve(blobs + std::min(blobs, others));  // a piece per tensor, unless one spans chunks
+    std::vector<bool> with_diff(blobs);
+    std::vector<std::pair<std::size_t, const Tensor*>> diffs;  // a blob, and the tensor of its diff
+    diffs.reserve(std::min(blobs, others));
+    const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
+        return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
+                                  dtype_size(t.dtype), on_device && detail::converts_on_device<T>(t.dtype)};
+    };
+    each_match(ckpt, options.convert, "CheckpointArena::load", [&](std::size_t i, const Tensor& t, const Tensor* diff) {
+        planner.add(plan_tensor(t, i), false);
+        if (diff != nullptr) {
+            with_diff[i] = true;
+            diffs.emplace_back(i, diff);
+        }
+    });
+    for (const auto& [i, diff] : diffs) {
+        planner.add(plan_tensor(*diff, i), true);
+    }
     const detail::Plan plan = planner.finish();
     const unsigned threads = detail::reader_threads(options.threads, plan.chunks.size());
-    LoadReport report = on_device ? load_device(flat, plan, t.with_diff, ckpt, options, threads, copy_stream)
-                                  : load_host(flat, plan, t.with_diff, ckpt, options, threads);
-    report.tensors = t.data.size() + t.diffs.size();
+    LoadReport report = on_device ? load_device(flat, plan, with_diff, ckpt, options, threads, copy_stream)
+                                  : load_host(flat, plan, with_diff, ckpt, options, threads);
+    report.tensors = blobs + diffs.size();
     report.bytes_read = plan.source_bytes;
     report.chunks = plan.chunks.size();
     report.threads = threads;

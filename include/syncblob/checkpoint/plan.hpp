@@ -138,29 +138,38 @@ public:
     Planner(std::size_t item, std::size_t chunk_bytes, bool in_place)
         : item_(item), limit_(std::max<std::size_t>(chunk_bytes, 4096)), in_place_(in_place) {}
 
+    /// Room for `pieces` pieces (a tensor makes one, unless it spans chunks).
+    void reserve(std::size_t pieces) { plan_.pieces.reserve(pieces); }
+
     /// Adds the tensors of one of the arena's buffers, in its order.
     void add(std::span<const PlanTensor> tensors, bool diff) {
-        plan_.pieces.reserve(plan_.pieces.size() + tensors.size());  // a piece each at least: no regrowth
+        reserve(plan_.pieces.size() + tensors.size());  // a piece each at least: no regrowth
         for (const auto& t : tensors) {
-            for (std::uint64_t e = t.first; e < t.first + t.count;) {
-                if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff ||
-                              (e == t.first && !t.device_convert && beyond_padding(t.dst + e * item_)))) {
-                    close();
-                }
-                if (!open_) {
-                    chunk_ = Chunk{diff, t.device_convert, plan_.pieces.size(), 0, t.dst + e * item_, 0, 0};
-                    open_ = true;
-                }
-                const std::uint64_t n = t.device_convert ? stage_raw(t, e) : stage_image(t, e);
-                if (n == 0) {
-                    close();  // no room left in this chunk: the next one takes the piece
-                    continue;
-                }
-                chunk_.source_bytes += n * t.source_item;
-                e += n;
-            }
+            add(t, diff);
         }
         close();
+    }
+
+    /// Adds the next tensor of the data (`diff` false) or of the diff; every tensor of the data is
+    /// added before those of the diff, each buffer's in its order.
+    void add(const PlanTensor& t, bool diff) {
+        for (std::uint64_t e = t.first; e < t.first + t.count;) {
+            if (open_ && (chunk_.device_convert != t.device_convert || chunk_.diff != diff ||
+                          (e == t.first && !t.device_convert && beyond_padding(t.dst + e * item_)))) {
+                close();
+            }
+            if (!open_) {
+                chunk_ = Chunk{diff, t.device_convert, plan_.pieces.size(), 0, t.dst + e * item_, 0, 0};
+                open_ = true;
+            }
+            const std::uint64_t n = t.device_convert ? stage_raw(t, e) : stage_image(t, e);
+            if (n == 0) {
+                close();  // no room left in this chunk: the next one takes the piece
+                continue;
+            }
+            chunk_.source_bytes += n * t.source_item;
+            e += n;
+        }
     }
 
     [[nodiscard]] Plan finish() {
