@@ -687,6 +687,17 @@ TEMPLATE_LIST_TEST_CASE("SyncedBuffer never writes a read-only host borrow", "[m
         CHECK(buffer.stats() == Stats{.host_allocations = 1, .host_to_host = 1, .host_to_host_bytes = n});
         std::memset(p, 0x12, n);
     }
+    SECTION("an overwrite goes to owned memory, without a copy of the borrow") {
+        Buffer<TestType> buffer(n);
+        buffer.set_host_data(static_cast<const void*>(borrowed.data()), borrowed.size());
+        REQUIRE(buffer.head() == Head::at_host);
+        void* p = buffer.mutable_host_data_for_overwrite();
+        CHECK(p != borrowed.data());
+        CHECK(buffer.stats() == Stats{.host_allocations = 1});
+        std::memset(p, 0x13, n);
+        CHECK(buffer.mutable_host_data_for_overwrite() == p);  // owned now
+        CHECK(buffer.stats().host_allocations == 1);
+    }
     SECTION("a device-to-host copy goes to owned memory, not into the borrow") {
         Buffer<TestType> buffer(n);
         buffer.set_host_data(static_cast<const void*>(borrowed.data()), borrowed.size());

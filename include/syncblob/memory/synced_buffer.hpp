@@ -115,16 +115,17 @@ public:
     /// writable memory allocated), else null; the state is left as it is. As `host_data_if_fresh`,
     /// the first step of `mutable_host_data()`.
     [[nodiscard]] SYNCBLOB_ALWAYS_INLINE void* mutable_host_data_if_fresh() noexcept {
-        if (state_.load(std::memory_order_acquire) == state_of(Head::at_host) && !host_read_only_) {
-            Base::note_host_access(true, "SyncedBuffer::mutable_host_data");
-            return host_;
-        }
-        return nullptr;
+        return host_if_writable("SyncedBuffer::mutable_host_data");
     }
 
     /// Host bytes about to be overwritten whole: no zero-fill and no copy from the device; contents
     /// unspecified. The device side becomes stale.
-    [[nodiscard]] void* mutable_host_data_for_overwrite() {
+    [[nodiscard]] SYNCBLOB_ALWAYS_INLINE void* mutable_host_data_for_overwrite() {
+        // At the host already: nothing to change, and no lock to take (at a million buffers, the
+        // lock was most of a checkpoint load's pass over its blobs).
+        if (void* p = host_if_writable("SyncedBuffer::mutable_host_data_for_overwrite")) {
+            return p;
+        }
         return access("SyncedBuffer::mutable_host_data_for_overwrite", {Side::host, Want::overwrite});
     }
     /// The first `bytes` host bytes are about to be overwritten: with `bytes` ≥ size() the whole
@@ -384,6 +385,16 @@ private:
         Base::poison_byte_, Base::size_, Base::state_, Base::stats_, Base::stream_;
     using Base::pending_bit;
     using Want = detail::Want;
+
+    // The host bytes if a write needs nothing done first (head at the host, no copy pending,
+    // writable memory allocated), else null; `who` names the access to the device's host-access check.
+    SYNCBLOB_ALWAYS_INLINE void* host_if_writable(std::string_view who) noexcept {
+        if (state_.load(std::memory_order_acquire) == state_of(Head::at_host) && !host_read_only_) {
+            Base::note_host_access(true, who);
+            return host_;
+        }
+        return nullptr;
+    }
 };
 
 SYNCBLOB_END_NAMESPACE
