@@ -103,6 +103,20 @@ struct LoadClock {
     }
 };
 
+/// Asks for the cache lines a piece's read will touch, some pieces ahead: at a million tensors its
+/// tensor's description and its place in the arena are each a miss, which the loop would otherwise
+/// wait for one piece at a time. Nothing where the compiler has no prefetch hint.
+inline void prefetch_piece([[maybe_unused]] const Tensor& t, [[maybe_unused]] const std::byte* dst) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&t.dtype);   // with the shard
+    __builtin_prefetch(&t.offset);  // past the shape
+    __builtin_prefetch(dst, 1);     // about to be written
+#endif
+}
+
+/// How many pieces ahead `for_each_piece` prefetches.
+inline constexpr std::size_t prefetch_distance = 16;
+
 /// Goes through the pieces of direct chunk `c`, each to its place in `image` (an image of the arena
 /// from the chunk's first byte; with `zero_gaps`, the padding between them is zeroed): a piece the
 /// file holds as T's bytes are (no byte swap, no bool to normalise) is read through `runs`, any other
@@ -114,6 +128,10 @@ void for_each_piece(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, st
     std::size_t at = 0;
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
+        if (p + prefetch_distance < c.end) {
+            const Piece& ahead = plan.pieces[p + prefetch_distance];
+            prefetch_piece(ckpt.tensors()[ahead.tensor], image + ahead.staging);
+        }
         if (zero_gaps && piece.staging > at) {
             std::memset(image + at, 0, piece.staging - at);
         }
