@@ -135,8 +135,12 @@ public:
     /// `item` is the arena's element size; chunks hold at most `chunk_bytes` (at least 4096).
     /// `in_place`: a direct chunk's pieces are read where they go (a host load), so a chunk may span
     /// a slice the load does not write; otherwise its image is copied whole (a device load).
-    Planner(std::size_t item, std::size_t chunk_bytes, bool in_place)
-        : item_(item), limit_(std::max<std::size_t>(chunk_bytes, 4096)), in_place_(in_place) {}
+    /// `storage`: memory for the pieces (its elements are dropped, its capacity used).
+    Planner(std::size_t item, std::size_t chunk_bytes, bool in_place, std::vector<Piece> storage = {})
+        : item_(item), limit_(std::max<std::size_t>(chunk_bytes, 4096)), in_place_(in_place) {
+        plan_.pieces = std::move(storage);
+        plan_.pieces.clear();
+    }
 
     /// Room for `pieces` pieces (a tensor makes one, unless it spans chunks).
     void reserve(std::size_t pieces) { plan_.pieces.reserve(pieces); }
