@@ -49,6 +49,20 @@ std::string open_error(const std::string& bytes, io::LoadOptions options = {}) {
         [&] { (void)io::SafetensorsFile::from_memory(as_bytes(bytes), "bad.safetensors", options); });
 }
 
+// The read system calls of `file.load_all<float>()`, its tensors "t0".."t<n-1>" (two elements, the
+// second k) and "large" (`large` elements, the last -1) checked.
+std::uint64_t load_all_reads(const io::SafetensorsFile& file, std::size_t n, std::size_t large) {
+    const auto reads = *test::io_calls("syscr:");
+    const auto all = file.load_all<float>();
+    const std::uint64_t read_calls = *test::io_calls("syscr:") - reads;
+    REQUIRE(all.size() == n + 1);
+    for (std::size_t k = 0; k < n; k += 499) {
+        CHECK(all.at("t" + std::to_string(k)).host_data()[1] == static_cast<float>(k));
+    }
+    CHECK(all.at("large").host_data()[large - 1] == -1.0f);
+    return read_calls;
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("safetensors round trip of every element type and rank, copying and mapped",
@@ -143,16 +157,8 @@ TEST_CASE("a file of many small tensors is written, and loaded whole, in a few s
     // The header and the small tensors gathered, the large one, a flush: one call a tensor made 3004.
     CHECK(calls <= 8);
     const auto file = io::SafetensorsFile::open(dir.path() / "many.safetensors");
-    const auto reads = *test::io_calls("syscr:");
-    const auto all = file.load_all<float>();
-    const std::uint64_t read_calls = *test::io_calls("syscr:") - reads;
-    CAPTURE(read_calls);
-    CHECK(read_calls <= 8);  // a call per run of 1024 tensors at most, and the large one: one each made 3002
-    REQUIRE(all.size() == n + 1);
-    for (std::size_t k = 0; k < n; k += 499) {
-        CHECK(all.at("t" + std::to_string(k)).host_data()[1] == static_cast<float>(k));
-    }
-    CHECK(all.at("large").host_data()[(1 << 15) - 1] == -1.0f);
+    // A call per run of 1024 tensors at most, and the large one: one each made 3002.
+    CHECK(load_all_reads(file, n, 1 << 15) <= 8);
 }
 
 TEST_CASE("a file of many small tensors is loaded whole, converted, in a few system calls, not one a tensor",
@@ -173,18 +179,9 @@ TEST_CASE("a file of many small tensors is loaded whole, converted, in a few sys
     io::LoadOptions options;
     options.convert = true;
     const auto file = io::SafetensorsFile::open(dir.path() / "f64.safetensors", options);
-    const auto reads = *test::io_calls("syscr:");
-    const auto all = file.load_all<float>();
-    const std::uint64_t read_calls = *test::io_calls("syscr:") - reads;
-    CAPTURE(read_calls);
     // 512 staged at a time (16 bytes each), then converted; the large one on its own: 3001 tensors in
     // 8 calls. One call a tensor made 3002.
-    CHECK(read_calls <= n / 256 + 2);
-    REQUIRE(all.size() == n + 1);
-    for (std::size_t k = 0; k < n; k += 499) {
-        CHECK(all.at("t" + std::to_string(k)).host_data()[1] == static_cast<float>(k));
-    }
-    CHECK(all.at("large").host_data()[(1 << 12) - 1] == -1.0f);
+    CHECK(load_all_reads(file, n, 1 << 12) <= n / 256 + 2);
 }
 
 TEST_CASE("a converting load_all names the first tensor in name order whose value it refuses",
