@@ -163,6 +163,30 @@ void read_image_in_order(const Checkpoint& ckpt, const Plan& plan, const Chunk& 
     runs.flush();
 }
 
+/// read_image's gathered reads: the small converting pieces staged (io::detail::StagedConversions),
+/// every read through `runs`. Returns false where a conversion refused a value.
+template <Element T>
+bool read_image_gathered(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
+                         io::detail::ConvertRule rule) {
+    io::detail::ReadRuns runs;
+    io::detail::StagedConversions<T> staged(runs, rule);
+    for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
+        const auto count = static_cast<std::size_t>(piece.count);
+        const std::size_t file_bytes = count * dtype_size(t.dtype);
+        if (t.dtype != dtype_of<T> && file_bytes <= io::detail::StagedConversions<T>::capacity) {
+            staged.read(ckpt.shard_input(t.shard), t.offset + piece.first * dtype_size(t.dtype), t.dtype, count, dst,
+                        t.name);
+            return true;
+        }
+        if (!staged.convert()) {
+            return false;
+        }
+        ckpt.read_elements<T>(t, piece.first, piece.count, dst, rule);
+        return true;
+    });
+    return staged.convert();
+}
+
 /// Reads the pieces of direct chunk `c` into `image`, an image of the arena from the chunk's first
 /// byte (each piece where it sits in the arena, converted by `rule` where the dtype differs); with
 /// `zero_gaps`, the padding between them is zeroed. The reads of pieces that lie together in a shard
@@ -175,32 +199,9 @@ void read_image(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::b
     if constexpr (std::endian::native != std::endian::little) {  // the conversions read little-endian bytes
         read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule);
     } else {
-        bool done = false;
-        try {
-            io::detail::ReadRuns runs;
-            io::detail::StagedConversions<T> staged(runs, rule);
-            for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
-                const auto count = static_cast<std::size_t>(piece.count);
-                const std::size_t file_bytes = count * dtype_size(t.dtype);
-                if (t.dtype != dtype_of<T> && file_bytes <= io::detail::StagedConversions<T>::capacity) {
-                    staged.read(ckpt.shard_input(t.shard), t.offset + piece.first * dtype_size(t.dtype), t.dtype, count,
-                                dst, t.name);
-                    return true;
-                }
-                if (!staged.convert()) {
-                    return false;
-                }
-                ckpt.read_elements<T>(t, piece.first, piece.count, dst, rule);
-                return true;
-            });
-            done = staged.convert();
-        } catch (const Error&) {
-            read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule);  // throws the first error in the file
-            throw;
-        }
-        if (!done) {
-            read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule);  // throws the refusal, naming its element
-        }
+        io::detail::gathered_else_in_order(
+            [&] { return read_image_gathered<T>(ckpt, plan, c, image, zero_gaps, rule); },
+            [&] { read_image_in_order<T>(ckpt, plan, c, image, zero_gaps, rule); });
     }
 }
 

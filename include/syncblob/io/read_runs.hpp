@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "../core/element.hpp"
+#include "../core/error.hpp"
 #include "convert.hpp"
 #include "detail/posix_file.hpp"
 
@@ -154,6 +155,24 @@ private:
     alignas(16) std::array<std::byte, capacity> staged_;
     std::array<Pending, 512> pending_;
 };
+
+/// The rule for the errors of gathered reads: runs `gathered()`, which returns false where a
+/// conversion refused a value. When it refuses, or throws an Error, runs `in_order()`, which reads
+/// the same again, one conversion at a time in order, and so throws the error that comes first (a
+/// gathered error that `in_order()` does not meet is thrown as it was).
+template <class Gathered, class InOrder>
+void gathered_else_in_order(Gathered&& gathered, InOrder&& in_order) {
+    bool done = false;
+    try {
+        done = gathered();
+    } catch (const Error&) {
+        in_order();
+        throw;
+    }
+    if (!done) {
+        in_order();
+    }
+}
 
 }  // namespace io::detail
 

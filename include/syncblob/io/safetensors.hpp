@@ -260,17 +260,13 @@ private:
             }
             return out;
         };
+        std::optional<std::map<std::string, Blob<T, A>>> out;
         if constexpr (std::endian::native == std::endian::little) {  // the staged conversions read little-endian
-            try {
-                if (auto out = load(true)) {
-                    return std::move(*out);
-                }
-            } catch (const Error&) {
-                (void)load(false);  // throws the first error the reads one at a time make
-                throw;
-            }
+            detail::gathered_else_in_order([&] { return (out = load(true)).has_value(); }, [&] { out = load(false); });
+        } else {
+            out = load(false);
         }
-        return *load(false);  // after a refusal, throws it, naming its element
+        return std::move(*out);
     }
 
     // Loads `data` (and `diff`, when not null) into `blob`: see load(name, blob).
