@@ -26,7 +26,8 @@
 //   checkpoint_arena/N      checkpoint::CheckpointArena of a checkpoint of N one-element tensors (a
 //                           third with diffs), laid out and loaded on the host
 //   checkpoint_convert/N    the same checkpoint saved as F64, loaded into an F32 CheckpointArena laid
-//                           out once (LoadOptions::convert): the reads and conversions alone
+//                           out and loaded once before (LoadOptions::convert): the reads and
+//                           conversions alone
 //   arena_blobs/N           ParameterArena: N blobs added, sealed, and both buffers viewed
 //   arena_buckets/N         ParameterArena::buckets(1 KiB) of N sealed one-element blobs
 //   agreement_ranks/N       the agreement's verdict over the descriptors of N ranks (what every rank
@@ -358,6 +359,11 @@ void BM_checkpoint_convert(benchmark::State& state) {
     checkpoint::CheckpointArena<float> arena(c);
     checkpoint::LoadOptions options;
     options.convert = true;
+    // A first load, untimed: a sealed arena's pages are mapped on its first write, which is the
+    // layout's cost (checkpoint_arena times it). Google Benchmark calls this function anew for each
+    // round of its iteration count, so without this every round timed one such load among its
+    // few at 10^6 and the thousands at 10^3 (hence 227-376 ns for the same binary's 10^6 cell).
+    (void)arena.load(c, options);
     for (auto _ : state) {
         benchmark::DoNotOptimize(arena.load(c, options).tensors);
     }
