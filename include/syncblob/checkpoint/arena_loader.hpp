@@ -232,8 +232,13 @@ LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions
     diffs.clear();
     diffs.reserve(std::min(blobs, others));
     const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
-        return detail::PlanTensor{static_cast<std::size_t>(&t - ckpt.tensors().data()), arena_.slice(i).offset, t.count,
-                                  dtype_size(t.dtype), on_device && detail::converts_on_device<T>(t.dtype)};
+        return detail::PlanTensor{.tensor = static_cast<std::size_t>(&t - ckpt.tensors().data()),
+                                  .dst = arena_.slice(i).offset,
+                                  .count = t.count,
+                                  .dtype = t.dtype,
+                                  .device_convert = on_device && detail::converts_on_device<T>(t.dtype),
+                                  .shard = t.shard,
+                                  .offset = t.offset};
     };
     each_match(ckpt, options.convert, "CheckpointArena::load", [&](std::size_t i, const Tensor& t, const Tensor* diff) {
         planner.add(plan_tensor(t, i), false);

@@ -103,14 +103,12 @@ struct LoadClock {
     }
 };
 
-/// Asks for the cache lines a piece's read will touch, some pieces ahead: at a million tensors its
-/// tensor's description and its place in the arena are each a miss, which the loop would otherwise
-/// wait for one piece at a time. Nothing where the compiler has no prefetch hint.
-inline void prefetch_piece([[maybe_unused]] const Tensor& t, [[maybe_unused]] const std::byte* dst) noexcept {
+/// Asks for the cache line a piece's read will write, some pieces ahead: at a million tensors each
+/// piece's place in the arena is a miss, which the loop would otherwise wait for one piece at a
+/// time. Nothing where the compiler has no prefetch hint.
+inline void prefetch_for_write([[maybe_unused]] const std::byte* dst) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(&t.dtype);   // with the shard
-    __builtin_prefetch(&t.offset);  // past the shape
-    __builtin_prefetch(dst, 1);     // about to be written
+    __builtin_prefetch(dst, 1);
 #endif
 }
 
@@ -120,7 +118,9 @@ inline constexpr std::size_t prefetch_distance = 16;
 /// Goes through the pieces of direct chunk `c`, each to its place in `image` (an image of the arena
 /// from the chunk's first byte; with `zero_gaps`, the padding between them is zeroed): a piece the
 /// file holds as T's bytes are (no byte swap, no bool to normalise) is read through `runs`, any other
-/// is given to `other(t, piece, dst)`, which converts it. Stops where `other` returns false.
+/// is given to `other(piece, dst)`, which converts it. Stops where `other` returns false. Only the
+/// pieces are read (what a read needs is in them), the tensors' descriptions only to name one in an
+/// error.
 template <Element T, class Other>
 void for_each_piece(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
                     io::detail::ReadRuns& runs, Other&& other) {
@@ -129,20 +129,18 @@ void for_each_piece(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, st
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
         if (p + prefetch_distance < c.end) {
-            const Piece& ahead = plan.pieces[p + prefetch_distance];
-            prefetch_piece(ckpt.tensors()[ahead.tensor], image + ahead.staging);
+            prefetch_for_write(image + plan.pieces[p + prefetch_distance].staging);
         }
         if (zero_gaps && piece.staging > at) {
             std::memset(image + at, 0, piece.staging - at);
         }
-        const Tensor& t = ckpt.tensors()[piece.tensor];
         auto* dst = reinterpret_cast<T*>(image + piece.staging);
-        if (as_is && t.dtype == dtype_of<T>) {
+        if (as_is && piece.dtype == dtype_of<T>) {
             // A plain read, which, unlike read_elements, does not advise huge pages on memory the
             // arena already touched.
-            runs.read(ckpt.shard_input(t.shard), t.offset + piece.first * sizeof(T), dst,
-                      static_cast<std::size_t>(piece.count) * sizeof(T), t.name);
-        } else if (!other(t, piece, dst)) {
+            runs.read(ckpt.shard_input(piece.shard), piece.source, dst,
+                      static_cast<std::size_t>(piece.count) * sizeof(T), ckpt.tensors()[piece.tensor].name);
+        } else if (!other(piece, dst)) {
             return;
         }
         at = piece.staging + static_cast<std::size_t>(piece.count) * sizeof(T);
@@ -155,9 +153,10 @@ template <Element T>
 void read_image_in_order(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, std::byte* image, bool zero_gaps,
                          io::detail::ConvertRule rule) {
     io::detail::ReadRuns runs;
-    for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
+    for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Piece& piece, T* dst) {
         runs.flush();  // in the file's order
-        ckpt.read_elements<T>(t, piece.first, piece.count, dst, rule);
+        const Tensor& t = ckpt.tensors()[piece.tensor];
+        ckpt.read_elements<T>(t, piece.first(t.offset), piece.count, dst, rule);
         return true;
     });
     runs.flush();
@@ -170,18 +169,18 @@ bool read_image_gathered(const Checkpoint& ckpt, const Plan& plan, const Chunk& 
                          io::detail::ConvertRule rule) {
     io::detail::ReadRuns runs;
     io::detail::StagedConversions<T> staged(runs, rule);
-    for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Tensor& t, const Piece& piece, T* dst) {
+    for_each_piece<T>(ckpt, plan, c, image, zero_gaps, runs, [&](const Piece& piece, T* dst) {
         const auto count = static_cast<std::size_t>(piece.count);
-        const std::size_t file_bytes = count * dtype_size(t.dtype);
-        if (t.dtype != dtype_of<T> && file_bytes <= io::detail::StagedConversions<T>::capacity) {
-            staged.read(ckpt.shard_input(t.shard), t.offset + piece.first * dtype_size(t.dtype), t.dtype, count, dst,
-                        t.name);
+        const std::size_t file_bytes = count * dtype_size(piece.dtype);
+        const Tensor& t = ckpt.tensors()[piece.tensor];  // its name, not read unless an error needs it
+        if (piece.dtype != dtype_of<T> && file_bytes <= io::detail::StagedConversions<T>::capacity) {
+            staged.read(ckpt.shard_input(piece.shard), piece.source, piece.dtype, count, dst, t.name);
             return true;
         }
         if (!staged.convert()) {
             return false;
         }
-        ckpt.read_elements<T>(t, piece.first, piece.count, dst, rule);
+        ckpt.read_elements<T>(t, piece.first(t.offset), piece.count, dst, rule);
         return true;
     });
     return staged.convert();
@@ -236,10 +235,8 @@ inline void read_raw(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, s
     io::detail::ReadRuns runs;
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
-        const auto& t = ckpt.tensors()[piece.tensor];
-        const std::size_t item = dtype_size(t.dtype);
-        runs.read(ckpt.shard_input(t.shard), t.offset + piece.first * item, staging + piece.staging,
-                  static_cast<std::size_t>(piece.count) * item, t.name);
+        runs.read(ckpt.shard_input(piece.shard), piece.source, staging + piece.staging,
+                  static_cast<std::size_t>(piece.count) * dtype_size(piece.dtype), ckpt.tensors()[piece.tensor].name);
     }
     runs.flush();
 }

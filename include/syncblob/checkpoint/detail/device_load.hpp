@@ -169,8 +169,7 @@ private:
         copies_.fetch_add(1);
         for (std::size_t p = ch.first; p < ch.end; ++p) {
             const Piece& piece = plan_.pieces[p];
-            checkpoint::DeviceConvert<Device>::template convert<T>(reinterpret_cast<T*>(base + piece.dst),
-                                                                   ckpt_.tensors()[piece.tensor].dtype,
+            checkpoint::DeviceConvert<Device>::template convert<T>(reinterpret_cast<T*>(base + piece.dst), piece.dtype,
                                                                    slot + piece.staging, piece.count, stream_);
             conversions_.fetch_add(1);
         }

@@ -161,10 +161,15 @@ SharePlan plan_share(const checkpoint::CheckpointArena<T, A>& arena, const check
                 continue;
             }
             const checkpoint::Tensor* t = out.tensors[2 * i + (r.diff ? 1 : 0)];
-            parts[r.diff ? 1 : 0].push_back({static_cast<std::size_t>(t - ckpt.tensors().data()), s.offset,
-                                             (b - a) / sizeof(T), dtype_size(t->dtype),
-                                             on_device && checkpoint::detail::converts_on_device<T>(t->dtype),
-                                             (a - s.offset) / sizeof(T)});
+            parts[r.diff ? 1 : 0].push_back(
+                {.tensor = static_cast<std::size_t>(t - ckpt.tensors().data()),
+                 .dst = s.offset,
+                 .count = (b - a) / sizeof(T),
+                 .dtype = t->dtype,
+                 .device_convert = on_device && checkpoint::detail::converts_on_device<T>(t->dtype),
+                 .first = (a - s.offset) / sizeof(T),
+                 .shard = t->shard,
+                 .offset = t->offset});
         }
     }
     checkpoint::detail::Planner planner(sizeof(T), load.chunk_bytes, !on_device);
