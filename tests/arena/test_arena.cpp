@@ -9,6 +9,8 @@
 #include <new>
 #include <numeric>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <syncblob/arena.hpp>
@@ -19,6 +21,7 @@
 #include "../memory/counting_allocator.hpp"
 #include "device_guard.hpp"
 
+using syncblob::Blob;
 using syncblob::Bucket;
 using syncblob::HostOnly;
 using syncblob::ParameterArena;
@@ -202,6 +205,33 @@ TEST_CASE("ParameterArena::flat is flat_data() and flat_diff() together, checked
     CHECK(both.diff.host_data().data() == arena.flat_diff().host_data().data());
     CHECK(both.data.host_data()[arena.slice(1).offset / sizeof(float)] == 2.0f);
     CHECK(both.diff.host_data()[arena.slice(1).offset / sizeof(float)] == -1.0f);
+}
+
+TEST_CASE("a blob changed anywhere in an arena of many blobs is found, the first one named", "[arena]") {
+    // Enough blobs that ParameterArena::check splits its pass among the threads. With two parts,
+    // the part that finds its changed blob last may hold the first one (blobs 0 and n - 1) or the
+    // second one (blobs half - 1 and half); the error names the first blob either way.
+    constexpr std::size_t n = 70'000;
+    constexpr std::size_t half = n / 2;
+    ParameterArena<float> arena;
+    for (std::size_t i = 0; i < n; ++i) {
+        (void)arena.add({1});
+    }
+    arena.seal();
+    CHECK_NOTHROW(arena.flat());
+    Blob<float> last = std::move(arena[n - 1]);
+    CHECK_THROWS_WITH(arena.flat(), Catch::Contains("blob " + std::to_string(n - 1) + " was 1 (1) at seal"));
+    Blob<float> first = std::move(arena[0]);
+    CHECK_THROWS_WITH(arena.flat(), Catch::Contains("blob 0 was 1 (1) at seal"));
+    arena[0] = std::move(first);
+    arena[n - 1] = std::move(last);
+    CHECK_NOTHROW(arena.flat());
+
+    Blob<float> other({1});
+    arena[half].swap(other);  // the same shape, a buffer of its own
+    CHECK_THROWS_WITH(arena.flat_data(), Catch::Contains("blob " + std::to_string(half) + " no longer uses"));
+    const Blob<float> before_half = std::move(arena[half - 1]);
+    CHECK_THROWS_WITH(arena.flat_diff(), Catch::Contains("blob " + std::to_string(half - 1) + " was 1 (1)"));
 }
 
 TEST_CASE("ParameterArena of empty blobs only, or of none", "[arena]") {

@@ -7,6 +7,7 @@
 /// (`syncblob/comm/mpi.hpp`, `syncblob/comm/nccl.hpp`), and its buckets.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "../blob/blob.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
+#include "../core/thread_pool.hpp"
 #include "arena_buffer.hpp"
 #include "detail/blob_range.hpp"
 #include "detail/storage.hpp"
@@ -234,21 +236,49 @@ public:
     /// shape, or buffers other than its slices), or when the arena is not sealed. `op` names the caller.
     void check(std::string_view op) const {
         require_sealed(op);
-        for (std::size_t i = 0; i < blobs_.size(); ++i) {
-            const blob_type& b = *blobs_[i];
-            if (!b.has_shape() || b.shape() != shapes_[i]) {
-                throw StateError(std::string(op) + ": blob " + std::to_string(i) + " was " + shapes_[i].to_string() +
-                                 " at seal and is now " + b.shape_string() + "; an arena's shapes are fixed");
-            }
-            if (b.data_buffer() != data_buffers_[i] || b.diff_buffer() != diff_buffers_[i]) {
-                throw StateError(std::string(op) + ": blob " + std::to_string(i) +
-                                 " no longer uses the arena's slices (its data or diff buffer was replaced "
-                                 "after seal)");
-            }
+        const std::size_t n = blobs_.size();
+        std::size_t bad = n;
+        if (n < parallel_check) {
+            bad = first_changed(0, n);
+        } else {  // a pass over a million blobs is a miss or two each: split among the threads
+            const unsigned parts = parallel::max_threads();
+            std::atomic<std::size_t> found{n};
+            parallel::run(parts, [&](unsigned p) {
+                const std::size_t end = n * (p + 1) / parts;
+                const std::size_t i = first_changed(n * p / parts, end);
+                for (std::size_t seen = found.load(); i < end && i < seen && !found.compare_exchange_weak(seen, i);) {
+                }
+            });
+            bad = found.load();
         }
+        if (bad == n) {
+            return;
+        }
+        const blob_type& b = *blobs_[bad];
+        if (!b.has_shape() || b.shape() != shapes_[bad]) {
+            throw StateError(std::string(op) + ": blob " + std::to_string(bad) + " was " + shapes_[bad].to_string() +
+                             " at seal and is now " + b.shape_string() + "; an arena's shapes are fixed");
+        }
+        throw StateError(std::string(op) + ": blob " + std::to_string(bad) +
+                         " no longer uses the arena's slices (its data or diff buffer was replaced after seal)");
     }
 
 private:
+    // Blobs from which `check` splits its pass among the threads (below, waking them costs more).
+    static constexpr std::size_t parallel_check = std::size_t{1} << 16;
+
+    // The first blob of [first, end) that is no longer what seal() laid out, or `end`.
+    [[nodiscard]] std::size_t first_changed(std::size_t first, std::size_t end) const noexcept {
+        for (std::size_t i = first; i < end; ++i) {
+            const blob_type& b = *blobs_[i];
+            if (!b.has_shape() || b.shape() != shapes_[i] || b.data_buffer() != data_buffers_[i] ||
+                b.diff_buffer() != diff_buffers_[i]) {
+                return i;
+            }
+        }
+        return end;
+    }
+
     // Where each blob's slices go: in order of addition, each at a multiple of `alignment`.
     // \throws ShapeError when the slices and their padding (and the alignment slack of the blocks)
     // would pass PTRDIFF_MAX bytes, before any offset wraps round.
