@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -476,6 +477,46 @@ TEST_CASE("reader threads are capped at parallel::max_threads(), as documented",
         CHECK(report.chunks > parallel::max_threads());
         CHECK(report.threads == parallel::max_threads());
         CHECK(test::arena_holds(loaded, blobs));
+    }
+    CHECK(Device::faults().empty());
+}
+
+TEST_CASE("a host load on several threads marks the head of every blob, and of every diff it loads, at the host",
+          "[checkpoint][host]") {
+    const test::TempDir dir;
+    const auto ckpt = checkpoint::Checkpoint::open(test::save_with_diffs<float>(dir.path(), 3, 1 << 20));
+    const Device::Scope scope{Device::Settings{}};
+    checkpoint::CheckpointArena<float, Simulated> loaded(ckpt);
+    for (std::size_t i = 0; i < loaded.arena().size(); ++i) {  // every side fresh on the device alone
+        auto& b = loaded.arena()[i];
+        b.fill(-7.0f);
+        b.fill_diff(-7.0f);
+        (void)b.mutable_device_data();
+        (void)b.mutable_device_diff();
+    }
+    checkpoint::LoadOptions options;
+    options.target = checkpoint::Target::host;
+    options.threads = 2;
+    options.chunk_bytes = 4096;
+    const auto report = loaded.load(ckpt, options);
+    CHECK(report.threads == std::min(2u, parallel::max_threads()));
+    checkpoint::CheckpointArena<float> expected(ckpt);
+    (void)expected.load(ckpt);
+    for (std::size_t i = 0; i < loaded.arena().size(); ++i) {
+        CAPTURE(i);
+        const bool diff = ckpt.diff_of(ckpt.at(loaded.names()[i])) != nullptr;
+        const auto& b = loaded.arena()[i];
+        CHECK(b.data_head() == Head::at_host);
+        CHECK(b.diff_head() == (diff ? Head::at_host : Head::at_device));
+        // A head left at the device would read back -7.
+        const auto data = b.host_data();
+        const auto want = expected.arena()[i].host_data();
+        CHECK(std::equal(data.begin(), data.end(), want.begin(), want.end()));
+        if (diff) {
+            const auto d = b.host_diff();
+            const auto want_diff = expected.arena()[i].host_diff();
+            CHECK(std::equal(d.begin(), d.end(), want_diff.begin(), want_diff.end()));
+        }
     }
     CHECK(Device::faults().empty());
 }
