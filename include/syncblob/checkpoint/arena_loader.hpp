@@ -104,7 +104,7 @@ public:
     /// when it returns, their streams made to wait for the copies (so reading a blob, on the host
     /// or on the device, waits for its bytes; the host does not wait here). A host load reads
     /// straight into the host side; the blobs are at_host. The arena keeps the memory of the load's
-    /// plan (some 50 bytes a tensor) for its next load.
+    /// plan (some 60 bytes a tensor) for its next load.
     /// \throws before anything is written: FormatError (a blob's tensor missing, a dtype other than
     /// T without `options.convert`), ShapeError (a tensor of another shape), StateError (an arena
     /// blob replaced or reshaped). While streaming: FormatError (a value the conversion refuses, a
