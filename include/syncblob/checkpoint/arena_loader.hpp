@@ -228,8 +228,7 @@ LoadReport CheckpointArena<T, A>::load(const Checkpoint& ckpt, const LoadOptions
     const std::size_t others = ckpt.tensors().size() - std::min(ckpt.tensors().size(), blobs);
     planner.reserve(blobs + std::min(blobs, others));  // a piece per tensor, unless one spans chunks
     std::vector<bool> with_diff(blobs);
-    auto diffs = std::exchange(diffs_, {});  // a blob, and the tensor of its diff
-    diffs.clear();
+    auto diffs = std::exchange(diffs_, {});  // a blob, and the tensor of its diff (diffs_ is kept empty)
     diffs.reserve(std::min(blobs, others));
     const auto plan_tensor = [&](const Tensor& t, std::size_t i) {
         return detail::PlanTensor{.tensor = static_cast<std::size_t>(&t - ckpt.tensors().data()),
