@@ -18,8 +18,10 @@
 //      per request
 //   6  nccl::allreduce_diff of a 256 MiB arena on one rank: the host's time blocked per call, and the
 //      time to completion, against a plain ncclAllReduce of the same bytes
-// The training step of the sync-audit issue (item 7 there) needs an API this benchmark does not
-// have yet: it is listed under "missing".
+//   7  a steady training step on cuda::AsyncAllocator blobs (forward on one stream, a backward kernel
+//      per blob on another, the diffs' mean through a bucketed NCCL all-reduce agreed once, update,
+//      the loss read on the host) against the same step written with CUDA, cuBLAS and NCCL by hand;
+//      and the sync audit's counts per step on this GPU, every wait in error mode asked for
 //
 //   bench_gpu [--out FILE] [--items 1,2,...] [--quick] [--seconds S] [--dir DIR]
 // --quick measures small sizes only (a check that every item runs, not figures); --seconds scales
@@ -56,6 +58,7 @@
 #include <syncblob/checkpoint.hpp>
 #include <syncblob/checkpoint/cuda.cuh>
 #include <syncblob/comm/nccl.hpp>
+#include <syncblob/core/sync_audit.hpp>
 #include <syncblob/cuda/allocator.hpp>
 #include <syncblob/cuda/async_pool.hpp>
 #include <syncblob/cuda/kernels.cuh>
@@ -72,7 +75,7 @@ namespace {
 
 struct Options {
     std::string out;
-    std::vector<int> items{1, 2, 3, 4, 5, 6};
+    std::vector<int> items{1, 2, 3, 4, 5, 6, 7};
     bool quick = false;
     double seconds = 120;
     fs::path dir;
@@ -576,6 +579,243 @@ void item_nccl(Report& report, const Options& o) {
     (void)ncclCommDestroy(comm);
 }
 
+// ---- 7: the training step, and the sync audit's counts on CUDA -----------------------------------------
+
+__global__ void backward_kernel(const float* w, float* g, std::int64_t n, float shift) {
+    const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+    for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+        g[i] = 0.001f * w[i] + shift;
+    }
+}
+
+/// The backward pass's stand-in: g = 0.001 w + shift, on `stream`.
+void backward(const float* w, float* g, std::int64_t n, float shift, cudaStream_t stream) {
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((n + 255) / 256, 1, 1024));
+    backward_kernel<<<blocks, 256, 0, stream>>>(w, g, n, shift);
+    SYNCBLOB_CUDA_CHECK(cudaGetLastError(), "bench_gpu: the backward kernel");
+}
+
+/// The layers of the step's model: per layer a weight of width x width, a bias and a 3 x width block.
+std::vector<std::vector<std::int64_t>> step_shapes(int layers, std::int64_t width) {
+    std::vector<std::vector<std::int64_t>> shapes;
+    for (int l = 0; l < layers; ++l) {
+        shapes.push_back({width, width});
+        shapes.push_back({width});
+        shapes.push_back({3, width});
+    }
+    return shapes;
+}
+
+/// The step through syncblob: forward (scale_data of every blob, on the arena's stream), backward (a
+/// kernel per blob writing its diff on a second stream, and one into a temporary blob from the pool),
+/// the diffs' mean through a bucketed NCCL all-reduce agreed once and queued without a host wait,
+/// update, and the loss (asum of the first blob) read on the host: the step's one wait.
+class SyncblobStep {
+public:
+    using A = sb::cuda::AsyncAllocator;
+    SyncblobStep(ncclComm_t comm, const std::vector<std::vector<std::int64_t>>& shapes) {
+        arena_.set_stream(forward_);
+        for (const auto& s : shapes) {
+            arena_.add(sb::Shape(s));
+        }
+        arena_.seal();
+        reduce_.emplace(arena_, comm, sb::Reduce::mean, std::size_t{1} << 20, std::size_t{4} << 20);
+    }
+    float run(int index) {
+        for (auto& blob : arena_.blobs()) {
+            sb::scale_data(blob, 0.999f);
+        }
+        const auto forward_done = sb::cuda::Event::record(forward_);
+        forward_done.make_wait(backward_);
+        sb::Blob<float, A> scratch({256});
+        scratch.set_stream(backward_);
+        const float shift = 1e-4f * static_cast<float>(index % 7);
+        for (auto& blob : arena_.blobs()) {
+            backward(blob.device_data(), blob.mutable_device_diff(), blob.count(), shift, backward_);
+        }
+        backward(arena_[0].device_data(), scratch.mutable_device_data(), 256, shift, backward_);
+        const auto backward_done = sb::cuda::Event::record(backward_);
+        backward_done.make_wait(forward_);
+        if (started_) {
+            reduce_->restart();
+        }
+        started_ = true;
+        for (std::size_t i = arena_.size(); i-- > 0;) {
+            reduce_->ready(i);  // in the order a backward pass finishes its layers
+        }
+        reduce_->start_all();
+        for (auto& blob : arena_.blobs()) {
+            sb::update(blob);
+        }
+        return sb::asum_data(arena_[0]);
+    }
+    [[nodiscard]] std::size_t bytes() const { return arena_.bytes(); }
+    [[nodiscard]] std::size_t buckets() const { return reduce_->buckets().size(); }
+
+private:
+    sb::cuda::Stream forward_;
+    sb::cuda::Stream backward_;
+    sb::ParameterArena<float, A> arena_;
+    std::optional<sb::nccl::BucketedAllreduce<float, A>> reduce_;
+    bool started_ = false;
+};
+
+/// The same step by hand: one cudaMallocAsync block for the data and one for the diffs, cuBLAS in
+/// host pointer mode, two events made once, the temporary from cudaMallocAsync, one ncclAllReduce
+/// (ncclAvg) of every diff, cublasSaxpy per blob, and the loss through cublasSasum.
+class HandStep {
+public:
+    HandStep(ncclComm_t comm, const std::vector<std::vector<std::int64_t>>& shapes) : comm_(comm) {
+        SYNCBLOB_CUDA_CHECK(cudaStreamCreateWithFlags(&forward_, cudaStreamNonBlocking), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaStreamCreateWithFlags(&backward_, cudaStreamNonBlocking), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&forward_done_, cudaEventDisableTiming), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaEventCreateWithFlags(&backward_done_, cudaEventDisableTiming), "bench_gpu");
+        for (const auto& s : shapes) {
+            std::int64_t n = 1;
+            for (const auto d : s) {
+                n *= d;
+            }
+            offsets_.push_back(total_);
+            counts_.push_back(n);
+            total_ += n;
+        }
+        const auto bytes = static_cast<std::size_t>(total_) * sizeof(float);
+        SYNCBLOB_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), bytes, forward_), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&diff_), bytes, forward_), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes, forward_), "bench_gpu");
+        sync(forward_);
+        cublas_.emplace(forward_);
+    }
+    HandStep(const HandStep&) = delete;
+    HandStep& operator=(const HandStep&) = delete;
+    ~HandStep() {
+        cublas_.reset();
+        (void)cudaFreeAsync(data_, forward_);
+        (void)cudaFreeAsync(diff_, forward_);
+        (void)cudaStreamSynchronize(forward_);
+        (void)cudaEventDestroy(forward_done_);
+        (void)cudaEventDestroy(backward_done_);
+        (void)cudaStreamDestroy(forward_);
+        (void)cudaStreamDestroy(backward_);
+    }
+    float run(int index) {
+        const float decay = 0.999f;
+        const float minus_one = -1.0f;
+        for (std::size_t b = 0; b < counts_.size(); ++b) {
+            SYNCBLOB_CUDA_CHECK(
+                cublasSscal(cublas_->get(), static_cast<int>(counts_[b]), &decay, data_ + offsets_[b], 1),
+                "bench_gpu: cublasSscal");
+        }
+        SYNCBLOB_CUDA_CHECK(cudaEventRecord(forward_done_, forward_), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaStreamWaitEvent(backward_, forward_done_, 0), "bench_gpu");
+        float* scratch = nullptr;
+        SYNCBLOB_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch), 256 * sizeof(float), backward_),
+                            "bench_gpu");
+        const float shift = 1e-4f * static_cast<float>(index % 7);
+        for (std::size_t b = 0; b < counts_.size(); ++b) {
+            backward(data_ + offsets_[b], diff_ + offsets_[b], counts_[b], shift, backward_);
+        }
+        backward(data_, scratch, 256, shift, backward_);
+        SYNCBLOB_CUDA_CHECK(cudaFreeAsync(scratch, backward_), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaEventRecord(backward_done_, backward_), "bench_gpu");
+        SYNCBLOB_CUDA_CHECK(cudaStreamWaitEvent(forward_, backward_done_, 0), "bench_gpu");
+        sb::nccl::detail::check(
+            ncclAllReduce(diff_, diff_, static_cast<std::size_t>(total_), ncclFloat32, ncclAvg, comm_, forward_),
+            "bench_gpu", "ncclAllReduce", comm_);
+        for (std::size_t b = 0; b < counts_.size(); ++b) {
+            SYNCBLOB_CUDA_CHECK(cublasSaxpy(cublas_->get(), static_cast<int>(counts_[b]), &minus_one,
+                                            diff_ + offsets_[b], 1, data_ + offsets_[b], 1),
+                                "bench_gpu: cublasSaxpy");
+        }
+        float loss = 0;
+        SYNCBLOB_CUDA_CHECK(cublasSasum(cublas_->get(), static_cast<int>(counts_[0]), data_, 1, &loss),
+                            "bench_gpu: cublasSasum");
+        return loss;
+    }
+
+private:
+    ncclComm_t comm_;
+    cudaStream_t forward_ = nullptr;
+    cudaStream_t backward_ = nullptr;
+    cudaEvent_t forward_done_ = nullptr;
+    cudaEvent_t backward_done_ = nullptr;
+    std::vector<std::int64_t> offsets_;
+    std::vector<std::int64_t> counts_;
+    std::int64_t total_ = 0;
+    float* data_ = nullptr;
+    float* diff_ = nullptr;
+    std::optional<RawCublas> cublas_;
+};
+
+void item_step(Report& report, const Options& o) {
+    namespace audit = sb::audit;
+    const Budget budget(o.seconds * 0.06);
+    int device = sb::cuda::current_device();
+    ncclComm_t comm = nullptr;
+    sb::nccl::detail::check(ncclCommInitAll(&comm, 1, &device), "bench_gpu", "ncclCommInitAll");
+    try {
+        const int layers = 10;
+        const std::int64_t width = o.quick ? 64 : 1024;
+        const auto shapes = step_shapes(layers, width);
+        SyncblobStep ours(comm, shapes);
+        HandStep hand(comm, shapes);
+        for (int i = 0; i < 3; ++i) {  // warm-up: the pool, the event cache, cuBLAS, the first zero-fill
+            sink = sink + ours.run(i) + hand.run(i);
+        }
+        // The audit's counts over steady steps, then the same steps in error mode: any wait the step
+        // did not ask for throws SyncError, and the item fails with its name.
+        const int steps = 20;
+        std::vector<audit::Count> counts;
+        {
+            const audit::ModeScope counting(audit::Mode::count);
+            audit::reset();
+            for (int i = 0; i < steps; ++i) {
+                sink = sink + ours.run(100 + i);
+            }
+            counts = audit::counts();
+            audit::reset();
+        }
+        std::uint64_t unasked = 0;
+        for (const auto& c : counts) {
+            report.add(reference("7",
+                                 "audit, steady step: " + c.operation + ", " + std::string(audit::wait_name(c.wait)) +
+                                     (c.asked ? " (asked for)" : " (NOT asked for)"),
+                                 "per step", static_cast<double>(c.calls) / steps, steps));
+            unasked += c.asked ? 0 : c.calls;
+        }
+        if (counts.empty()) {
+            report.add(reference("7", "audit, steady step: no wait counted", "per step", 0, steps));
+        }
+        {
+            const audit::ModeScope strict(audit::Mode::error);
+            for (int i = 0; i < 5; ++i) {
+                sink = sink + ours.run(200 + i);  // a SyncError ends the item, naming the operation
+            }
+        }
+        if (unasked != 0) {
+            throw std::runtime_error("the steady step made " + std::to_string(unasked) +
+                                     " waits it did not ask for (the audit's rows above)");
+        }
+        const auto timed_step = [](auto& step, int index) {
+            const auto start = std::chrono::steady_clock::now();
+            sink = sink + step.run(index);  // the loss read waits for the whole step
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        };
+        int index = 300;
+        const Pairs p = budget.pairs(
+            40, [&] { return timed_step(ours, ++index); }, [&] { return timed_step(hand, ++index); });
+        report.add(microseconds("7",
+                                "training step, " + std::to_string(shapes.size()) + " blobs of " +
+                                    std::to_string(ours.bytes() >> 10) + " KiB in all, " +
+                                    std::to_string(ours.buckets()) + " NCCL buckets, one rank",
+                                "step", p, "the same step by hand (cuBLAS, kernels, one ncclAllReduce)"));
+    } catch (...) {
+        (void)ncclCommDestroy(comm);
+        throw;
+    }
+    (void)ncclCommDestroy(comm);
+}
+
 // ---- the program --------------------------------------------------------------------------------------
 
 bool parse(int argc, char** argv, Options& o) {
@@ -597,10 +837,10 @@ bool parse(int argc, char** argv, Options& o) {
         } else if (a == "--items" && has_value) {
             o.items.clear();
             for (const char c : std::string(argv[++i])) {
-                if (c >= '1' && c <= '6') {
+                if (c >= '1' && c <= '7') {
                     o.items.push_back(c - '0');
                 } else if (c != ',') {
-                    std::cerr << "bench_gpu: --items takes numbers from 1 to 6, not " << argv[i] << '\n';
+                    std::cerr << "bench_gpu: --items takes numbers from 1 to 7, not " << argv[i] << '\n';
                     return false;
                 }
             }
@@ -659,7 +899,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     const std::vector<std::pair<int, std::function<void(Report&, const Options&)>>> items{
-        {1, item_copies}, {2, item_math}, {3, item_small_calls}, {4, item_checkpoint}, {5, item_pool}, {6, item_nccl}};
+        {1, item_copies}, {2, item_math}, {3, item_small_calls}, {4, item_checkpoint},
+        {5, item_pool},   {6, item_nccl}, {7, item_step}};
     int status = 0;
     for (const auto& [id, run] : items) {
         if (std::find(o.items.begin(), o.items.end(), id) == o.items.end()) {
@@ -679,9 +920,6 @@ int main(int argc, char** argv) {
             status = 1;
         }
     }
-    report.missing("7",
-                   "the training step of the sync-audit issue (step time and the audit's counts on CUDA): "
-                   "its API is not in this version");
     auto j = report.to_json(device);
     j["status"] = status == 0 ? "ok" : "failed";
     j["quick"] = o.quick;
