@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <syncblob/core/convert.hpp>
@@ -110,6 +111,65 @@ TEMPLATE_LIST_TEST_CASE("element-wise bodies match the host reference", "[cuda][
             REQUIRE(as_double(z[i]) == as_double(expected));
         }
     }
+}
+
+TEMPLATE_LIST_TEST_CASE("a reduction term that loads ahead adds in the order of one term at a time", "[cuda][functors]",
+                        FloatingTypes) {
+    using T = TestType;
+    using A = accumulator_t<T>;
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 1, 7, 64, 1001, 300000);
+    const std::int64_t stride = GENERATE(as<std::int64_t>{}, 1, 3, 256, 1024 * 256);
+    CAPTURE(n, stride);
+    const auto x = test_values<T>(n, 5);
+    const auto y = test_values<T>(n, 6);
+    const auto abs_term = sd::reduce_at(sm::Asum{}, x.data());
+    const auto product_term = sd::reduce_at(sm::Dot{}, x.data(), y.data());
+    static_assert(sd::LoadsAhead<decltype(abs_term)> && decltype(abs_term)::loads_ahead == 16 / sizeof(T));
+    for (const std::int64_t start : {std::int64_t{0}, std::int64_t{1}, stride - 1}) {
+        A abs_one = 0, product_one = 0;
+        for (std::int64_t i = start; i < n; i += stride) {
+            abs_one = abs_term(abs_one, i);
+            product_one = product_term(product_one, i);
+        }
+        // the same bits: the same terms added in the same order
+        const A abs_ahead = sd::strided_sum(abs_term, n, start, stride);
+        const A product_ahead = sd::strided_sum(product_term, n, start, stride);
+        REQUIRE(std::memcmp(&abs_ahead, &abs_one, sizeof(A)) == 0);
+        REQUIRE(std::memcmp(&product_ahead, &product_one, sizeof(A)) == 0);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("element-wise bodies that load ahead write what one element at a time writes",
+                        "[cuda][functors]", FloatingTypes) {
+    using T = TestType;
+    using A = accumulator_t<T>;
+    const std::int64_t n = GENERATE(as<std::int64_t>{}, 1, 7, 1001, 40000);
+    const std::int64_t stride = GENERATE(as<std::int64_t>{}, 1, 5, 256);
+    CAPTURE(n, stride);
+    const auto x = test_values<T>(n, 7);
+    const auto y0 = test_values<T>(n, 8);
+    // the element-wise kernel's loop, one thread after another: k elements at a time, then one
+    const auto as_the_kernel = [&](const auto& body) {
+        constexpr int k = std::remove_cvref_t<decltype(body)>::loads_ahead;
+        for (std::int64_t t = 0; t < stride && t < n; ++t) {
+            std::int64_t i = t;
+            for (; i + (k - 1) * stride < n; i += k * stride) {
+                body.template many<k>(i, stride);
+            }
+            for (; i < n; i += stride) {
+                body(i);
+            }
+        }
+    };
+    auto ahead = y0;
+    auto one = y0;
+    as_the_kernel(sd::transform_at(sm::Sub{}, ahead.data(), x.data()));
+    sd::for_each_on_host(sd::transform_at(sm::Sub{}, one.data(), x.data()), n);
+    REQUIRE(std::memcmp(ahead.data(), one.data(), one.size() * sizeof(T)) == 0);
+    as_the_kernel(sd::transform_at(sm::Scale<A>{static_cast<A>(-1.5)}, ahead.data()));
+    sd::for_each_on_host(sd::transform_at(sm::Scale<A>{static_cast<A>(-1.5)}, one.data()), n);
+    REQUIRE(std::memcmp(ahead.data(), one.data(), one.size() * sizeof(T)) == 0);
+    REQUIRE(std::memcmp(ahead.data(), y0.data(), one.size() * sizeof(T)) != 0);  // it did write
 }
 
 TEMPLATE_LIST_TEST_CASE("fill writes its value to every element and nothing past them", "[cuda][functors]",

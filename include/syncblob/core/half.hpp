@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "config.hpp"
 
@@ -19,6 +20,16 @@ SYNCBLOB_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float value) noe
     const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
     const std::uint32_t sign = (f >> 16) & 0x8000u;
     const std::uint32_t abs = f & 0x7FFFFFFFu;
+#if defined(__CUDA_ARCH__)
+    // On the device, one instruction: cvt.rn rounds to nearest even, to infinity past 65504 and
+    // into subnormals as the rule below does. Only a NaN's payload differs (cvt makes it canonical),
+    // so a NaN takes the rule below.
+    if (!std::is_constant_evaluated() && abs <= 0x7F800000u) {
+        unsigned short h = 0;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(value));
+        return h;
+    }
+#endif
     if (abs >= 0x7F800000u) {  // inf or NaN: keep NaN quiet and non-zero
         return static_cast<std::uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x0200u | ((abs >> 13) & 0x3FFu) : 0u));
     }
@@ -49,6 +60,15 @@ SYNCBLOB_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float value) noe
 }
 
 SYNCBLOB_HOST_DEVICE constexpr float half_bits_to_float(std::uint16_t h) noexcept {
+#if defined(__CUDA_ARCH__)
+    // On the device, one exact instruction for every value but a NaN, whose payload the rule below
+    // keeps as it is (cvt may make it canonical).
+    if (!std::is_constant_evaluated() && (h & 0x7FFFu) <= 0x7C00u) {
+        float f = 0;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
+        return f;
+    }
+#endif
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
     const std::uint32_t exponent = (h >> 10) & 0x1Fu;
     std::uint32_t mantissa = h & 0x3FFu;

@@ -34,7 +34,14 @@ namespace cuda::detail {
 template <class Op>
 __global__ void for_each_kernel(Op op, std::int64_t n) {
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * block_threads;
-    for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * block_threads + threadIdx.x; i < n; i += stride) {
+    std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * block_threads + threadIdx.x;
+    if constexpr (LoadsAhead<Op>) {  // k elements a thread at once, each load coalesced across the warp
+        constexpr int k = Op::loads_ahead;
+        for (; i + (k - 1) * stride < n; i += k * stride) {
+            op.template many<k>(i, stride);
+        }
+    }
+    for (; i < n; i += stride) {
         op(i);
     }
 }
@@ -80,7 +87,11 @@ void launch_for_each(const Op& op, std::int64_t n, cudaStream_t stream, std::str
     if (n <= 0) {
         return;
     }
-    const auto blocks = static_cast<unsigned int>(blocks_for(n, max_for_each_blocks));
+    std::int64_t per_thread = 1;  // a grid small enough that each thread gets its k elements at once
+    if constexpr (LoadsAhead<Op>) {
+        per_thread = Op::loads_ahead;
+    }
+    const auto blocks = static_cast<unsigned int>(blocks_for((n + per_thread - 1) / per_thread, max_for_each_blocks));
     clear_stale_error();
     for_each_kernel<<<blocks, block_threads, 0, stream>>>(op, n);
     SYNCBLOB_CUDA_CHECK(cudaGetLastError(), launch_context(operation, dtype, n, to_dtype));

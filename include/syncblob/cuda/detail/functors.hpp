@@ -30,6 +30,11 @@ inline constexpr std::int64_t max_reduce_blocks = 1024;
 /// Most blocks an element-wise kernel uses (each thread then strides over the rest).
 inline constexpr std::int64_t max_for_each_blocks = 65535;
 
+/// Elements of `T` a thread loads before it uses any (16 bytes of each array, at least one
+/// element): a thread of a memory-bound kernel keeps that many loads in flight instead of one.
+template <class T>
+inline constexpr int loads_in_flight = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+
 /// Blocks for `n` elements: one per `block_threads`, at least 1, at most `cap`.
 SYNCBLOB_HOST_DEVICE constexpr std::int64_t blocks_for(std::int64_t n, std::int64_t cap) noexcept {
     const std::int64_t b = (n + block_threads - 1) / block_threads;
@@ -49,10 +54,17 @@ struct Inputs<T, 0> {};
 template <class Op, FloatingElement T, std::size_t N>
 struct ReduceAt {
     using value_type = accumulator_t<T>;
+    static constexpr int loads_ahead = loads_in_flight<T>;
     Op op;
     Inputs<T, N> in;
     SYNCBLOB_HOST_DEVICE value_type operator()(value_type sum, std::int64_t i) const noexcept {
         return step(sum, i, std::make_index_sequence<N>{});
+    }
+    /// The terms of elements i, i + stride, … (K of them) added to `sum` in that order, as K calls
+    /// of `operator()` add them; every element is loaded before the first is added.
+    template <int K>
+    SYNCBLOB_HOST_DEVICE value_type steps(value_type sum, std::int64_t i, std::int64_t stride) const noexcept {
+        return steps<K>(sum, i, stride, std::make_index_sequence<N>{});
     }
 
 private:
@@ -61,21 +73,54 @@ private:
         using L = math::detail::ScalarLanes<T>;
         return op.step(L{}, sum, L::load(in.at[I] + i)...);
     }
+    template <int K, std::size_t... I>
+    SYNCBLOB_HOST_DEVICE value_type steps(value_type sum, std::int64_t i, std::int64_t stride,
+                                          std::index_sequence<I...>) const noexcept {
+        using L = math::detail::ScalarLanes<T>;
+        T loaded[N][K];
+        for (int k = 0; k < K; ++k) {
+            ((loaded[I][k] = in.at[I][i + k * stride]), ...);
+        }
+        for (int k = 0; k < K; ++k) {
+            sum = op.step(L{}, sum, L::load(&loaded[I][k])...);
+        }
+        return sum;
+    }
 };
 
 /// An element-wise body: `body(i)` sets y[i] to the operation's value of y[i] and the inputs' element i.
 template <class Op, FloatingElement T, std::size_t N>
 struct TransformAt {
+    static constexpr int loads_ahead = loads_in_flight<T>;
     Op op;
     T* y;
     Inputs<T, N> in;
     SYNCBLOB_HOST_DEVICE void operator()(std::int64_t i) const noexcept { apply(i, std::make_index_sequence<N>{}); }
+    /// What `operator()` does for elements i, i + stride, … (K of them), every element loaded
+    /// before the first is stored.
+    template <int K>
+    SYNCBLOB_HOST_DEVICE void many(std::int64_t i, std::int64_t stride) const noexcept {
+        many<K>(i, stride, std::make_index_sequence<N>{});
+    }
 
 private:
     template <std::size_t... I>
     SYNCBLOB_HOST_DEVICE void apply(std::int64_t i, std::index_sequence<I...>) const noexcept {
         using L = math::detail::ScalarLanes<T>;
         L::store(y + i, op.apply(L{}, L::load(y + i), L::load(in.at[I] + i)...));
+    }
+    template <int K, std::size_t... I>
+    SYNCBLOB_HOST_DEVICE void many(std::int64_t i, std::int64_t stride, std::index_sequence<I...>) const noexcept {
+        using L = math::detail::ScalarLanes<T>;
+        T own[K];
+        [[maybe_unused]] T loaded[N + 1][K];  // one row more than the inputs: N may be 0
+        for (int k = 0; k < K; ++k) {
+            own[k] = y[i + k * stride];
+            ((loaded[I][k] = in.at[I][i + k * stride]), ...);
+        }
+        for (int k = 0; k < K; ++k) {
+            L::store(y + i + k * stride, op.apply(L{}, L::load(&own[k]), L::load(&loaded[I][k])...));
+        }
     }
 };
 
@@ -128,12 +173,26 @@ struct ConvertAt {
 template <class Term>
 using term_value_t = typename Term::value_type;
 
-/// One thread's share of a reduction: the terms start, start + stride, … below n, summed in order.
+/// A reduction term that can load several elements ahead (`ReduceAt`), and how many.
+template <class Term>
+concept LoadsAhead = requires {
+    Term::loads_ahead;
+};
+
+/// One thread's share of a reduction: the terms start, start + stride, … below n, summed in order
+/// (several loaded ahead where the term can, in the same order).
 template <class Term>
 SYNCBLOB_HOST_DEVICE term_value_t<Term> strided_sum(const Term& term, std::int64_t n, std::int64_t start,
                                                     std::int64_t stride) noexcept {
     term_value_t<Term> sum{0};
-    for (std::int64_t i = start; i < n; i += stride) {
+    std::int64_t i = start;
+    if constexpr (LoadsAhead<Term>) {
+        constexpr int k = Term::loads_ahead;
+        for (; i + (k - 1) * stride < n; i += k * stride) {
+            sum = term.template steps<k>(sum, i, stride);
+        }
+    }
+    for (; i < n; i += stride) {
         sum = term(sum, i);
     }
     return sum;
