@@ -30,10 +30,10 @@ inline constexpr std::int64_t max_reduce_blocks = 1024;
 /// Most blocks an element-wise kernel uses (each thread then strides over the rest).
 inline constexpr std::int64_t max_for_each_blocks = 65535;
 
-/// Elements of `T` a thread loads before it uses any (16 bytes of each array, at least one
-/// element): a thread of a memory-bound kernel keeps that many loads in flight instead of one.
-template <class T>
-inline constexpr int loads_in_flight = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+/// Elements of `T` a thread loads before it uses any (`bytes` of each array, at least one element):
+/// a thread of a memory-bound kernel keeps that many loads in flight instead of one.
+template <class T, std::size_t bytes>
+inline constexpr int loads_in_flight = sizeof(T) >= bytes ? 1 : static_cast<int>(bytes / sizeof(T));
 
 /// Blocks for `n` elements: one per `block_threads`, at least 1, at most `cap`.
 SYNCBLOB_HOST_DEVICE constexpr std::int64_t blocks_for(std::int64_t n, std::int64_t cap) noexcept {
@@ -54,7 +54,7 @@ struct Inputs<T, 0> {};
 template <class Op, FloatingElement T, std::size_t N>
 struct ReduceAt {
     using value_type = accumulator_t<T>;
-    static constexpr int loads_ahead = loads_in_flight<T>;
+    static constexpr int loads_ahead = loads_in_flight<T, 32>;
     Op op;
     Inputs<T, N> in;
     SYNCBLOB_HOST_DEVICE value_type operator()(value_type sum, std::int64_t i) const noexcept {
@@ -77,7 +77,7 @@ private:
     SYNCBLOB_HOST_DEVICE value_type steps(value_type sum, std::int64_t i, std::int64_t stride,
                                           std::index_sequence<I...>) const noexcept {
         using L = math::detail::ScalarLanes<T>;
-        T loaded[N][K];
+        T loaded[N][static_cast<std::size_t>(K)];
         for (int k = 0; k < K; ++k) {
             ((loaded[I][k] = in.at[I][i + k * stride]), ...);
         }
@@ -91,7 +91,7 @@ private:
 /// An element-wise body: `body(i)` sets y[i] to the operation's value of y[i] and the inputs' element i.
 template <class Op, FloatingElement T, std::size_t N>
 struct TransformAt {
-    static constexpr int loads_ahead = loads_in_flight<T>;
+    static constexpr int loads_ahead = loads_in_flight<T, 16>;
     Op op;
     T* y;
     Inputs<T, N> in;
@@ -112,8 +112,8 @@ private:
     template <int K, std::size_t... I>
     SYNCBLOB_HOST_DEVICE void many(std::int64_t i, std::int64_t stride, std::index_sequence<I...>) const noexcept {
         using L = math::detail::ScalarLanes<T>;
-        T own[K];
-        [[maybe_unused]] T loaded[N + 1][K];  // one row more than the inputs: N may be 0
+        T own[static_cast<std::size_t>(K)];
+        [[maybe_unused]] T loaded[N + 1][static_cast<std::size_t>(K)];  // one row more than the inputs: N may be 0
         for (int k = 0; k < K; ++k) {
             own[k] = y[i + k * stride];
             ((loaded[I][k] = in.at[I][i + k * stride]), ...);
