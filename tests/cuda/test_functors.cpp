@@ -124,7 +124,7 @@ TEMPLATE_LIST_TEST_CASE("a reduction term that loads ahead adds in the order of 
     const auto y = test_values<T>(n, 6);
     const auto abs_term = sd::reduce_at(sm::Asum{}, x.data());
     const auto product_term = sd::reduce_at(sm::Dot{}, x.data(), y.data());
-    static_assert(sd::LoadsAhead<decltype(abs_term)> && decltype(abs_term)::loads_ahead == 32 / sizeof(T));
+    static_assert(sd::LoadsAhead<decltype(abs_term)> && decltype(abs_term)::loads_ahead == 16 / sizeof(T));
     for (const std::int64_t start : {std::int64_t{0}, std::int64_t{1}, stride - 1}) {
         A abs_one = 0, product_one = 0;
         for (std::int64_t i = start; i < n; i += stride) {

@@ -54,7 +54,7 @@ struct Inputs<T, 0> {};
 template <class Op, FloatingElement T, std::size_t N>
 struct ReduceAt {
     using value_type = accumulator_t<T>;
-    static constexpr int loads_ahead = loads_in_flight<T, 32>;
+    static constexpr int loads_ahead = loads_in_flight<T, 16>;
     Op op;
     Inputs<T, N> in;
     SYNCBLOB_HOST_DEVICE value_type operator()(value_type sum, std::int64_t i) const noexcept {
