@@ -5,7 +5,8 @@
 /// Internal, shared beyond its folder: used by the checkpoint loader's CUDA conversion (checkpoint/cuda.cuh),
 /// so it sits outside detail/; its names stay in a detail namespace and are no user API.
 ///
-/// The custom kernels and their launchers: a grid-stride element-wise kernel and a two-stage
+/// The custom kernels and their launchers: a grid-stride element-wise kernel (a body that can load
+/// ahead takes k elements a thread at once, 16 bytes of each array) and a two-stage
 /// deterministic reduction (fixed grid per size, block tree in shared memory, block partials added
 /// on the host in order). The bodies are the functors of functors.hpp. Needs nvcc.
 
