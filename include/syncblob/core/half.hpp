@@ -22,8 +22,8 @@ SYNCBLOB_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float value) noe
     const std::uint32_t abs = f & 0x7FFFFFFFu;
 #if defined(__CUDA_ARCH__)
     // On the device, one instruction: cvt.rn rounds to nearest even, to infinity past 65504 and
-    // into subnormals as the rule below does. Only a NaN's payload differs (cvt makes it canonical),
-    // so a NaN takes the rule below.
+    // into subnormals as the rule below does. Only a NaN's payload may differ (cvt may make it
+    // canonical), so a NaN takes the rule below.
     if (!std::is_constant_evaluated() && abs <= 0x7F800000u) {
         unsigned short h = 0;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(value));

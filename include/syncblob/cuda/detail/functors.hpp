@@ -173,7 +173,7 @@ struct ConvertAt {
 template <class Term>
 using term_value_t = typename Term::value_type;
 
-/// A reduction term that can load several elements ahead (`ReduceAt`), and how many.
+/// A body that loads several elements ahead (`ReduceAt`, `TransformAt`): `loads_ahead` of them.
 template <class Term>
 concept LoadsAhead = requires {
     Term::loads_ahead;
