@@ -524,6 +524,38 @@ TEST_CASE("mpi: iallreduce_diff on a communicator agreed on before sends its fir
     }
 }
 
+TEST_CASE(
+    "mpi: an iallreduce_diff sum on a device-backed arena sends its first messages before the agreement "
+    "where this rank may not sum in device memory",
+    "[mpi][mean]") {
+    // An MPI that is not device-aware (Debian's Open MPI) sums a device-backed arena's diffs in its
+    // host memory, as it sums a host arena's: the diffs fresh on the device are staged before they
+    // are sent, and the call sends them before its agreement as a mean does.
+    OwnComm own;
+    const int ranks = size_of(own.comm);
+    SimulatedDevice::Scope scope(SimulatedDevice::Settings{});
+    ParameterArena<float, Simulated> arena;
+    arena.add({1000});
+    arena.add({24});
+    arena.seal();  // one bucket, one piece
+    const mpi::Options options{.device_aware = false};
+    for (int call = 0; call < 3; ++call) {
+        fill_exact(arena, own.comm);
+        for (std::size_t b = 0; b < arena.size(); ++b) {
+            (void)arena[b].mutable_device_diff();  // fresh on the device only: staged before it is sent
+        }
+        MPI_Barrier(own.comm);
+        const long before = sends.load();
+        auto step = mpi::iallreduce_diff(arena, own.comm, Reduce::sum, std::size_t{1} << 20, options);
+        INFO("call " << call << ", " << ranks << " ranks");
+        CHECK(sends_at_gather.load() - before == (call == 0 || ranks == 1 ? 0 : 1));
+        const syncblob::CommStats stats = step.wait();
+        CHECK(stats.calls == 1);
+        CHECK_FALSE(stats.on_device);
+        CHECK(off_mean(arena, own.comm, Reduce::sum) == 0);
+    }
+}
+
 TEST_CASE("mpi: an early iallreduce_diff sum meeting a rank that sums in device memory takes its messages back",
           "[mpi][mean]") {
     // Rank 0 may sum in device memory (a device-aware MPI, here the simulator's), so every rank

@@ -178,19 +178,19 @@ private:
     // pieces an earlier agreement on `comm` fixed (detail::early_start) starts them before its
     // agreement, sending the first messages of the pieces the engine's window holds: the
     // agreement's round and theirs then wait for the other ranks together. So does a mean, and a
-    // sum on an arena without device memory (which can reduce nowhere else). A refused call takes
-    // them back (mpi_agree.hpp) and throws as the constructor above; when some other rank may sum
-    // in device memory, they are taken back too, and the buckets start again in MPI_Iallreduce.
-    // A sum after such an agreement on `comm` agrees first: a rank that sums in device memory
-    // every step would make the others send and take back every step.
+    // sum that this rank may not reduce in device memory (an arena without device memory, or an
+    // MPI that is not device-aware: its diffs are staged and summed in host memory). A refused
+    // call takes them back (mpi_agree.hpp) and throws as the constructor above; when some other
+    // rank may sum in device memory, they are taken back too, and the buckets start again in
+    // MPI_Iallreduce. A sum after such an agreement on `comm` agrees first: a rank that sums in
+    // device memory every step would make the others send and take back every step.
     BucketedAllreduce(StartAll, ParameterArena<T, A>& arena, MPI_Comm comm, Reduce reduce, std::size_t bucket_bytes,
                       Options options)
         : arena_(&arena), comm_(comm), reduce_(reduce), options_(options) {
         const audit::Operation audited(op);
         const detail::Deadline deadline(options.timeout);
         detail::ErrorsReturn errors(comm, op);
-        const bool engine =
-            reduce == Reduce::mean || (!A::device_backend::has_device && !detail::last_chose_device(comm));
+        const bool engine = reduce == Reduce::mean || (!may_use_device() && !detail::last_chose_device(comm));
         const auto early =
             engine && bucket_bytes != 0 ? detail::early_start(comm, options.piece_bytes, op) : std::nullopt;
         if (!early) {
