@@ -305,3 +305,69 @@ TEST_CASE("Blob keeps its whole state through a failed copy_from, and swap and m
     CHECK_FALSE(other.layout_fixed());  // NOLINT(bugprone-use-after-move): a moved-from blob is empty and free
     CHECK(other.stream() == SimulatedDevice::default_stream());
 }
+
+TEST_CASE("the counts of replaced buffers: allocations inline, any other count or a large one in a block",
+          "[blob][stats]") {
+    using syncblob::TransferStats;
+    using syncblob::detail::RetiredCounts;
+    TransferStats allocated;
+    allocated.host_allocations = 1;
+    allocated.device_allocations = 2;
+    RetiredCounts counts;
+    CHECK(counts.get() == TransferStats{});
+    counts.add(TransferStats{});
+    CHECK(counts.get() == TransferStats{});
+    counts.add(allocated);
+    counts.add(allocated);
+    CHECK_FALSE(counts.in_block());  // a blob loaded again and again makes no block
+    TransferStats want = allocated + allocated;
+    CHECK(counts.get() == want);
+
+    RetiredCounts copy = counts;  // an inline copy is the same word
+    TransferStats copied;
+    copied.host_to_host = 3;
+    copied.host_to_host_bytes = 12;
+    counts.add(copied);  // another count: a block, which keeps the allocations counted inline
+    CHECK(counts.in_block());
+    want += copied;
+    CHECK(counts.get() == want);
+    CHECK(copy.get() == allocated + allocated);  // the copy did not change with it
+
+    RetiredCounts block_copy = counts;  // a block is copied, not shared
+    block_copy.add(allocated);
+    CHECK(counts.get() == want);
+    CHECK(block_copy.get() == want + allocated);
+    block_copy = counts;  // assigned over a block of its own
+    CHECK(block_copy.get() == want);
+    auto& self = block_copy;
+    block_copy = self;
+    CHECK(block_copy.get() == want);
+    RetiredCounts moved = std::move(block_copy);
+    CHECK(moved.get() == want);
+    CHECK(block_copy.get() == TransferStats{});  // NOLINT(bugprone-use-after-move): a moved-from count is empty
+    moved.reset();
+    CHECK(moved.get() == TransferStats{});
+    CHECK_FALSE(moved.in_block());
+
+    // Allocation counts past their inline bits take a block, exactly.
+    TransferStats many;
+    many.host_allocations = std::uint64_t{1} << 31;
+    RetiredCounts large;
+    large.add(allocated);
+    large.add(many);
+    CHECK(large.in_block());
+    CHECK(large.get() == allocated + many);
+    TransferStats most;
+    most.host_allocations = (std::uint64_t{1} << 31) - 1;
+    most.device_allocations = (std::uint64_t{1} << 32) - 1;
+    RetiredCounts full;
+    full.add(most);
+    CHECK_FALSE(full.in_block());
+    CHECK(full.get() == most);
+    TransferStats devices;
+    devices.device_allocations = std::uint64_t{1} << 32;
+    RetiredCounts wide;
+    wide.add(devices);
+    CHECK(wide.in_block());
+    CHECK(wide.get() == devices);
+}

@@ -236,6 +236,28 @@ TEST_CASE("a safetensors load converts small tensors without a block of its own 
     CHECK(made.bytes < n * 8192);
 }
 
+TEST_CASE("a blob loaded again makes no allocation for the counts of the buffer it replaces", "[io][safetensors]") {
+    // Each load stages a new buffer and the blob lets the old one go, keeping what it counted (its
+    // allocation) for data_stats(). A small block made for those counts between the loads' large
+    // blocks made a checkpoint loaded tensor by tensor a third slower (docs/waits.md).
+    const test::TempDir dir;
+    std::map<std::string, Blob<float>> blobs;
+    blobs.emplace("w", Shape{1000}).first->second.fill(2.0f);
+    const auto file = dir.path() / "one.safetensors";
+    io::save_safetensors(file, blobs);
+    const auto source = io::SafetensorsFile::open(file);
+    Blob<float> blob(Shape{1000});
+    const Made first = allocations_of([&] { source.load("w", blob); });  // nothing counted is replaced
+    for (int again = 1; again <= 3; ++again) {
+        const Made made = allocations_of([&] { source.load("w", blob); });
+        INFO("load " << again + 1);
+        CHECK(made.allocations == first.allocations);
+        CHECK(made.bytes == first.bytes);
+    }
+    CHECK(blob.host_data()[999] == 2.0f);
+    CHECK(blob.data_stats().host_allocations == 4);  // every load's buffer counted, none lost
+}
+
 TEST_CASE("a safetensors header is checked without building a message for each tensor that passes",
           "[io][safetensors]") {
     const test::TempDir dir;
