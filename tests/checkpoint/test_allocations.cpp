@@ -239,7 +239,7 @@ TEST_CASE("a safetensors load converts small tensors without a block of its own 
 TEST_CASE("a blob loaded again makes no allocation for the counts of the buffer it replaces", "[io][safetensors]") {
     // Each load stages a new buffer and the blob lets the old one go, keeping what it counted (its
     // allocation) for data_stats(). A small block made for those counts between the loads' large
-    // blocks made a checkpoint loaded tensor by tensor a third slower (docs/waits.md).
+    // blocks slowed a checkpoint loaded tensor by tensor (docs/waits.md).
     const test::TempDir dir;
     std::map<std::string, Blob<float>> blobs;
     blobs.emplace("w", Shape{1000}).first->second.fill(2.0f);

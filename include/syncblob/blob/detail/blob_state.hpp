@@ -29,7 +29,7 @@ namespace detail {
 /// inline (a buffer replaced by a load, a reshape or a copy-on-write has often counted its allocation
 /// and nothing else); or a block of their own once any other count is nonzero or an allocation count
 /// outgrows its bits. A blob loaded again and again then makes no small block between the loads'
-/// large ones: such blocks made a checkpoint loaded tensor by tensor a third slower (docs/waits.md).
+/// large ones: such blocks slowed a checkpoint loaded tensor by tensor (docs/waits.md).
 class RetiredCounts {
 public:
     RetiredCounts() = default;
