@@ -101,3 +101,18 @@ TEST_CASE("A NoDevice buffer copies from a device-fresh buffer of another backen
     CHECK(source.stats() == Stats{.host_allocations = 1, .device_to_host = 1, .device_to_host_bytes = n});
     CHECK(target.stats() == Stats{.host_allocations = 1, .host_to_host = 1, .host_to_host_bytes = n});
 }
+
+TEST_CASE("A NoDevice buffer keeps no device state and takes at most 232 bytes", "[memory][nodevice]") {
+    // An arena makes two buffers a blob, by the million: a `std::mutex` (40 bytes with glibc), a
+    // device holding with keep-alive handles for a backend that has no device, and the kernel counts
+    // kept twice made a host-only buffer 328 bytes.
+    CHECK(sizeof(HostBuffer) <= 232);
+    CHECK(sizeof(syncblob::detail::DeviceHolding<syncblob::NoDevice>) <= 12);
+    HostBuffer buffer(n);
+    std::memset(buffer.mutable_host_data(), 7, n);
+    CHECK(buffer.hold_device() == nullptr);  // no device memory to keep alive
+    CHECK(buffer.device_id() == -1);
+    CHECK_FALSE(buffer.refuses_writes());
+    CHECK_FALSE(buffer.owns(static_cast<const unsigned char*>(buffer.host_data()) + n));
+    CHECK(buffer.owns(buffer.host_data()));
+}

@@ -290,10 +290,8 @@ public:
     /// Allocations and copies since construction or the last `reset_stats()`.
     [[nodiscard]] TransferStats stats() const {
         std::lock_guard lock(mutex_);
-        TransferStats s = stats_;
-        s.host_kernels = host_kernels_.load(std::memory_order_relaxed);
-        s.device_kernels = device_kernels_.load(std::memory_order_relaxed);
-        return s;
+        return stats_.with_kernels(host_kernels_.load(std::memory_order_relaxed),
+                                   device_kernels_.load(std::memory_order_relaxed));
     }
     void reset_stats() {
         std::lock_guard lock(mutex_);
@@ -357,7 +355,8 @@ public:
     /// The device counterpart of `hold_host` (`set_device_data`, a copy on write of the device side).
     /// The holder may use the memory from any stream: when the buffer lets go of an owned block
     /// first, the host waits for the buffer's stream, and the last holder frees the block with
-    /// the backend's synchronous `deallocate` (for `cuda::AsyncPool`, a device-wide wait).
+    /// the backend's synchronous `deallocate` (for `cuda::AsyncPool`, a device-wide wait). A
+    /// buffer whose backend has no device (`NoDevice`) has no device memory to keep: an empty handle.
     [[nodiscard]] std::shared_ptr<void> hold_device() const {
         std::lock_guard lock(mutex_);
         return device_holding_.hold();

@@ -65,4 +65,32 @@ struct TransferStats {
 static_assert(sizeof(TransferStats) == TransferStats::counters().size() * sizeof(std::uint64_t),
               "TransferStats::counters() names every counter");
 
+namespace detail {
+
+/// What a `SyncedBuffer` counts under its lock: every counter of `TransferStats` but the two
+/// kernel counts, which the buffer keeps beside its hot members (SyncedBuffer::record_kernel).
+struct CopyCounts {
+    std::uint64_t host_allocations = 0;
+    std::uint64_t device_allocations = 0;
+    std::uint64_t host_to_device = 0;
+    std::uint64_t host_to_device_bytes = 0;
+    std::uint64_t device_to_host = 0;
+    std::uint64_t device_to_host_bytes = 0;
+    std::uint64_t device_to_device = 0;
+    std::uint64_t device_to_device_bytes = 0;
+    std::uint64_t host_to_host = 0;
+    std::uint64_t host_to_host_bytes = 0;
+
+    [[nodiscard]] TransferStats with_kernels(std::uint64_t host_kernels, std::uint64_t device_kernels) const noexcept {
+        return {host_allocations, device_allocations,   host_to_device,   host_to_device_bytes,
+                device_to_host,   device_to_host_bytes, device_to_device, device_to_device_bytes,
+                host_to_host,     host_to_host_bytes,   host_kernels,     device_kernels};
+    }
+};
+
+static_assert(sizeof(CopyCounts) + 2 * sizeof(std::uint64_t) == sizeof(TransferStats),
+              "CopyCounts holds every counter of TransferStats but the kernels");
+
+}  // namespace detail
+
 SYNCBLOB_END_NAMESPACE

@@ -139,7 +139,8 @@ protected:
 
     // set_host_data / set_device_data: side `side` becomes the size_ bytes at `data`, borrowed (never
     // freed by the buffer); an owned block of that side is freed. Nothing changes when it throws.
-    void borrow(std::string_view op, Side side, void* data, std::size_t bytes, Borrow how) {
+    void borrow(std::string_view op, Side side, void* data, std::size_t bytes,
+                Borrow how) {  // NOLINT(performance-unnecessary-value-param): its keep-alive is moved
         const bool to_host = side == Side::host;
         int id = -1;
         if (!to_host) {
@@ -165,7 +166,7 @@ protected:
             host_read_only_ = how.read_only;
             host_holding_.refuses_writes = how.read_only && how.refuse_writes;
             host_holding_.keep_alive = std::move(how.keep_alive);
-        } else {
+        } else if constexpr (Device::has_device) {  // (require_device threw above otherwise)
             release_device();
             device_ = data;
             device_holding_.device = id;

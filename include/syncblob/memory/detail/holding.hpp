@@ -281,6 +281,26 @@ struct DeviceHolding {
     }
 };
 
+/// The device side of a backend without a device (`NoDevice`): there is never a block, a borrow
+/// or a holder, so the holding keeps only the flags the buffer reads, a few bytes where the one
+/// above takes 48 (a host-only buffer is made by the million in an arena).
+template <DeviceBackend Device>
+requires(!Device::has_device) struct DeviceHolding<Device> {
+    using stream_type = typename Device::stream_type;
+
+    bool owned = false;
+    int device = -1;
+    bool refuses_writes = false;
+
+    /// No device memory to keep: an empty handle.
+    [[nodiscard]] std::shared_ptr<void> hold(const stream_type* = nullptr) const noexcept { return {}; }
+    [[nodiscard]] bool owns(const void*, std::size_t, const void*, std::size_t) const noexcept { return false; }
+    void release(void*, std::size_t, stream_type) noexcept {
+        owned = false;
+        refuses_writes = false;
+    }
+};
+
 }  // namespace detail
 
 SYNCBLOB_END_NAMESPACE
