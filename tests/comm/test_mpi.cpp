@@ -398,7 +398,10 @@ TEST_CASE("mpi::allreduce_diff in pieces that cut across blobs gives the serial 
 }
 
 TEST_CASE("mpi: arenas that differ between ranks are a StateError on every rank, before any data moves", "[mpi]") {
-    const int odd_rank = ranks() > 1 ? 1 : 0;
+    if (!has_ranks(2)) {
+        return;
+    }
+    const int odd_rank = 1;
     const auto expect_refused = [&](auto& arena, const std::string& fragment, auto call) {
         std::vector<float> before;
         if (arena.sealed()) {

@@ -639,8 +639,11 @@ TEST_CASE("mpi: a mean refused after it sent early changes no rank's arena, and 
     // receive of its tag), and none received into a buffer sized for another (Open MPI's shared
     // memory writes a longer message past the end). The odd rank joins the agreement 100 ms after
     // its early messages, so the rank they go to sees them while it waits for the agreement.
+    if (!has_ranks(2)) {
+        return;
+    }
     OwnComm own;
-    const int odd = size_of(own.comm) > 1 ? 1 : 0;
+    const int odd = 1;
     const bool is_odd = rank_in(own.comm) == odd;
     const mpi::Options options{.piece_bytes = 256};  // 64 floats a piece: ranks start different numbers
     ParameterArena<float> arena;                     // 4 pieces: the whole window (ring_pieces_in_flight)

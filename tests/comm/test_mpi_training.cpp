@@ -64,7 +64,8 @@ TEST_CASE("mpi: a steady training step agrees once, then waits only for its buck
         CHECK(agreements == 1);
         CHECK(audit::unasked() == 0);
         CHECK(audit_calls("mpi agreement", Wait::collective) == 0);
-        CHECK(audit_calls("mpi::BucketedAllreduce::wait", Wait::collective) == 5);
+        // A wait a step; a run on one rank (./test_mpi_training) has none to wait for: its mean is its own.
+        CHECK(audit_calls("mpi::BucketedAllreduce::wait", Wait::collective) == (size_of(MPI_COMM_WORLD) > 1 ? 5 : 0));
         CHECK(audit::total(Wait::device_synchronize) == 0);
         CHECK(audit::total(Wait::system_allocation) == 0);
         CHECK(audit::total(Wait::host_result) == 5);
