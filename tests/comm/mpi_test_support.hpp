@@ -66,8 +66,8 @@ inline bool everywhere(bool ok) {
 
 // True when MPI_COMM_WORLD has `n` ranks or more. Otherwise the test cannot show what it is about
 // (ranks that differ, a rank that fails alone): it says so in a warning naming the ranks it needs,
-// which Catch2 prints, and the caller returns (Catch2 2 has no skip). ctest runs these tests on 2
-// and 4 ranks; a run on one rank, as `./test_mpi`, passes them by this and tells why.
+// which Catch2 prints, and the caller returns (Catch2 2 has no skip). ctest runs each program on
+// two ranks or more, and again on one (`comm.*_np1`), as `./test_mpi` started alone runs it.
 inline bool has_ranks(int n) {
     if (size_of(MPI_COMM_WORLD) >= n) {
         return true;

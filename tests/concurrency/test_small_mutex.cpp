@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <pthread.h>
 #include <time.h>
 
 #include <atomic>
@@ -33,7 +32,7 @@ struct Shared {
 
 }  // namespace
 
-TEST_CASE("SmallMutex: contending threads each hold it alone, and every one finishes", "[concurrency][core]") {
+TEST_CASE("SmallMutex: contending threads each hold it alone, and every one finishes", "[concurrency][memory]") {
     constexpr int threads = 6;
     constexpr int rounds = 20000;
     auto shared = std::make_shared<Shared>();
@@ -66,7 +65,7 @@ TEST_CASE("SmallMutex: contending threads each hold it alone, and every one fini
     CHECK(shared->counter == static_cast<long>(threads) * rounds);
 }
 
-TEST_CASE("SmallMutex: try_lock takes it only when free", "[concurrency][core]") {
+TEST_CASE("SmallMutex: try_lock takes it only when free", "[concurrency][memory]") {
     SmallMutex m;
     REQUIRE(m.try_lock());
     CHECK_FALSE(m.try_lock());
@@ -78,7 +77,7 @@ TEST_CASE("SmallMutex: try_lock takes it only when free", "[concurrency][core]")
     CHECK(lock.owns_lock());
 }
 
-TEST_CASE("SmallMutex: a thread waiting for it sleeps instead of spinning", "[concurrency][core]") {
+TEST_CASE("SmallMutex: a thread waiting for it sleeps instead of spinning", "[concurrency][memory]") {
     // A lock that only spun would still be correct, and would burn a core for as long as it is held.
     SmallMutex m;
     m.lock();
