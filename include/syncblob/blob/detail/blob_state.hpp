@@ -150,7 +150,7 @@ struct HeldBuffer {
         if (buffer) {
             try {
                 retired.add(buffer->stats());
-            } catch (...) {  // a mutex that cannot lock, or no memory for the counts: they are lost, nothing else
+            } catch (...) {  // no memory for the counts' block: they are lost, nothing else
             }
         }
         buffer = std::move(next);
