@@ -138,6 +138,50 @@ TEST_CASE("ParameterArena keeps what a blob was given before seal", "[arena]") {
     CHECK(b.host_diff().data() == arena.flat_diff().host_data().data() + 64);
 }
 
+TEST_CASE("ParameterArena lays out the shapes its blobs have at seal, a blob reshaped before it included", "[arena]") {
+    SimulatedDevice::Scope scope({});
+    ParameterArena<float, Simulated> arena;
+    auto& a = arena.add({2});
+    auto& b = arena.add({3});
+    b.reshape({2, 40});  // before seal a blob is the caller's to shape
+    b.fill(5.0f);
+    a.reshape({0});
+    arena.seal();
+    CHECK(a.shape() == Shape{0});
+    CHECK(b.shape() == Shape{2, 40});
+    CHECK(arena.slice(0).bytes == 0);
+    CHECK(arena.slice(1).bytes == 80 * sizeof(float));
+    CHECK(arena.bytes() == 512);  // 320 bytes of b, padded to the alignment
+    CHECK(std::ranges::all_of(b.host_data(), [](float v) { return v == 5.0f; }));
+    CHECK(b.host_data().data() == arena.flat_data().host_data().data());
+    CHECK(b.mutable_device_data() == arena.flat_data().mutable_device_data());
+    CHECK(arena[1].shape() == Shape{2, 40});
+    CHECK(std::ranges::equal(arena.shapes()[1], std::vector<std::int64_t>{2, 40}));
+    CHECK_NOTHROW(arena.flat());
+}
+
+TEST_CASE("ParameterArena::seal refuses a blob moved out before it, and leaves every blob as it was", "[arena]") {
+    SimulatedDevice::Scope scope({});
+    ParameterArena<float, Simulated> arena;
+    auto& a = arena.add({4});
+    (void)arena.add({3});
+    (void)arena.add({2});
+    a.fill(1.0f);
+    const float* own = a.host_data().data();
+    Blob<float, Simulated> taken = std::move(arena[1]);
+    CHECK_THROWS_WITH(arena.seal(),
+                      Catch::Contains("ParameterArena::seal: blob 1 has no shape") && Catch::Contains("of 3 blobs"));
+    CHECK_FALSE(arena.sealed());
+    CHECK_FALSE(a.layout_fixed());  // blob 0, before the bad one, was not lent its slices
+    CHECK(a.host_data().data() == own);
+    CHECK_THROWS_AS(arena.flat(), syncblob::StateError);
+    arena[1] = std::move(taken);
+    arena.seal();
+    CHECK(a.layout_fixed());
+    CHECK(arena[1].layout_fixed());
+    CHECK(a.host_data()[3] == 1.0f);
+    CHECK(arena.slice(2).offset == 512);
+}
 TEST_CASE("ParameterArena refuses changes after seal, before any data moves", "[arena]") {
     ParameterArena<float> arena;
     auto& w = arena.add({2, 3});
@@ -185,10 +229,25 @@ TEST_CASE("ParameterArena refuses changes after seal, before any data moves", "[
         CHECK(arena[1].layout_fixed());
         CHECK_FALSE(other.layout_fixed());
     }
+    SECTION("a blob of another shape in a blob's place, with its slices' buffers but not seal's mark") {
+        syncblob::Blob<float> other({3, 2});
+        other.share_data(w);  // the same count: both buffers shared, the shape another
+        other.share_diff(w);
+        syncblob::Blob<float> taken = std::move(w);
+        w = std::move(other);
+        CHECK(w.data_buffer() == taken.data_buffer());
+        CHECK_FALSE(w.layout_fixed());
+        CHECK_THROWS_WITH(arena.flat(), Catch::Contains("blob 0 (6 elements at seal, 3 2 (6) now) no longer uses"));
+        w = std::move(taken);
+        CHECK(w.shape() == Shape{2, 3});
+        CHECK_NOTHROW(arena.flat());
+    }
     SECTION("a blob moved out") {
         syncblob::Blob<float> taken = std::move(w);
         CHECK_THROWS_AS(arena.flat_data(), syncblob::StateError);
-        CHECK_THROWS_WITH(arena.flat("a load"), Catch::Contains("a load: blob 0 was 2 3 (6) at seal and is now (0)"));
+        CHECK_THROWS_WITH(arena.seal(), Catch::Contains("already sealed"));
+        CHECK_THROWS_WITH(arena.flat("a load"),
+                          Catch::Contains("a load: blob 0 (6 elements at seal) has no shape now: it was moved out"));
     }
 }
 
@@ -220,18 +279,20 @@ TEST_CASE("a blob changed anywhere in an arena of many blobs is found, the first
     arena.seal();
     CHECK_NOTHROW(arena.flat());
     Blob<float> last = std::move(arena[n - 1]);
-    CHECK_THROWS_WITH(arena.flat(), Catch::Contains("blob " + std::to_string(n - 1) + " was 1 (1) at seal"));
+    CHECK_THROWS_WITH(arena.flat(),
+                      Catch::Contains("blob " + std::to_string(n - 1) + " (1 element at seal) has no shape"));
     Blob<float> first = std::move(arena[0]);
-    CHECK_THROWS_WITH(arena.flat(), Catch::Contains("blob 0 was 1 (1) at seal"));
+    CHECK_THROWS_WITH(arena.flat(), Catch::Contains("blob 0 (1 element at seal) has no shape"));
     arena[0] = std::move(first);
     arena[n - 1] = std::move(last);
     CHECK_NOTHROW(arena.flat());
 
     Blob<float> other({1});
     arena[half].swap(other);  // the same shape, a buffer of its own
-    CHECK_THROWS_WITH(arena.flat_data(), Catch::Contains("blob " + std::to_string(half) + " no longer uses"));
+    CHECK_THROWS_WITH(arena.flat_data(), Catch::Contains("blob " + std::to_string(half) +
+                                                         " (1 element at seal, 1 (1) now) no longer uses"));
     const Blob<float> before_half = std::move(arena[half - 1]);
-    CHECK_THROWS_WITH(arena.flat_diff(), Catch::Contains("blob " + std::to_string(half - 1) + " was 1 (1)"));
+    CHECK_THROWS_WITH(arena.flat_diff(), Catch::Contains("blob " + std::to_string(half - 1) + " (1 element at seal)"));
 }
 
 TEST_CASE("ParameterArena of empty blobs only, or of none", "[arena]") {

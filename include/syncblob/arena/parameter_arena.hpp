@@ -6,7 +6,6 @@
 /// one diff buffer, so that a whole model's gradients can be all-reduced in a few calls
 /// (`syncblob/comm/mpi.hpp`, `syncblob/comm/nccl.hpp`), and its buckets.
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +29,8 @@ SYNCBLOB_BEGIN_NAMESPACE
 /// Blobs as slices of one data buffer and one diff buffer (Caffe's flat parameter buffers).
 ///
 /// `add` returns blobs until `seal()`, which makes one allocation per buffer and side (zero-filled)
-/// and lends each blob its slices, aligned to `alignment` bytes, host and device alike. Each blob
+/// and lends each blob its slices, aligned to `alignment` bytes, host and device alike. Before seal
+/// the blobs are the caller's to reshape: seal lays out the shapes they have then. Each blob
 /// then keeps its own state machine on its slices, with every accessor of `Blob`; `flat_data()`
 /// and `flat_diff()` see the union. After seal every blob's head is at_host (its zeros are fresh
 /// there; contents written before seal are kept), so the first device access of a blob copies it.
@@ -76,21 +76,18 @@ public:
         }
         auto blob = std::make_unique<blob_type>(shape);
         blob->set_stream(stream_);
-        if (shapes_.size() == shapes_.capacity()) {  // geometric growth: reserve(size + 1) each time is quadratic
-            shapes_.reserve(std::max<std::size_t>(16, 2 * shapes_.size()));
-        }
-        blobs_.push_back(std::move(blob));  // then the shape's push_back cannot throw
-        shapes_.push_back(shape);
+        blobs_.push_back(std::move(blob));
         return *blobs_.back();
     }
     blob_type& add(std::initializer_list<std::int64_t> shape) { return add(Shape(shape)); }
 
-    /// Lays the blobs out in order of addition, allocates the data and diff buffers (host and, for
-    /// a backend with a device, device: one block each, zero-filled) and lends every blob its
-    /// slices. Contents a blob was given before seal are copied into its slices.
-    /// \throws StateError when already sealed; ShapeError when the blobs laid out with their
-    /// padding exceed the addressable size (checked before anything is allocated); std::bad_alloc
-    /// (nothing changes).
+    /// Lays the blobs out in order of addition, each with the shape it has now, allocates the data
+    /// and diff buffers (host and, for a backend with a device, device: one block each,
+    /// zero-filled) and lends every blob its slices. Contents a blob was given before seal are
+    /// copied into its slices.
+    /// \throws StateError when already sealed or when a blob has no shape (moved out of the arena);
+    /// ShapeError when the blobs laid out with their padding exceed the addressable size (both
+    /// checked before anything is allocated); std::bad_alloc (nothing changes).
     void seal() {
         if (sealed()) {
             throw StateError("ParameterArena::seal: the arena is already sealed");
@@ -156,8 +153,11 @@ public:
         }
         return slices_[i];
     }
-    /// The shapes the blobs were added with.
-    [[nodiscard]] const std::vector<Shape>& shapes() const noexcept { return shapes_; }
+    /// The blobs' shapes, in order of addition (a range of references, each the blob's own
+    /// `shape()`): after seal, the shapes it laid out.
+    [[nodiscard]] auto shapes() const noexcept {
+        return detail::BlobRange<const blob_type, const std::vector<std::unique_ptr<blob_type>>, ShapeOf>(blobs_);
+    }
 
     /// The data of every blob as one flat buffer (an `ArenaBuffer`, a view: a blob's own buffer is
     /// its `data_buffer()`). \throws StateError before seal or when a blob left its slices.
@@ -255,24 +255,32 @@ public:
             return;
         }
         const blob_type& b = *blobs_[bad];
-        if (!b.has_shape() || b.shape() != shapes_[bad]) {
-            throw StateError(std::string(op) + ": blob " + std::to_string(bad) + " was " + shapes_[bad].to_string() +
-                             " at seal and is now " + b.shape_string() + "; an arena's shapes are fixed");
+        const std::size_t elements = slices_[bad].bytes / sizeof(T);
+        const std::string was = std::to_string(elements) + (elements == 1 ? " element" : " elements") + " at seal";
+        if (!b.has_shape()) {
+            throw StateError(std::string(op) + ": blob " + std::to_string(bad) + " (" + was +
+                             ") has no shape now: it was moved out of the arena");
         }
-        throw StateError(std::string(op) + ": blob " + std::to_string(bad) +
-                         " no longer uses the arena's slices (its data or diff buffer was replaced after seal)");
+        throw StateError(std::string(op) + ": blob " + std::to_string(bad) + " (" + was + ", " + b.shape_string() +
+                         " now) no longer uses the arena's slices: it was replaced after seal");
     }
 
 private:
+    struct ShapeOf {
+        const Shape& operator()(const blob_type& blob) const noexcept { return blob.shape(); }
+    };
+
     // Blobs from which `check` splits its pass among the threads (below, waking them costs more).
     static constexpr std::size_t parallel_check = std::size_t{1} << 16;
 
-    // The first blob of [first, end) that is no longer what seal() laid out, or `end`.
+    // The first blob of [first, end) that is no longer what seal() laid out, or `end`. A blob with
+    // seal's mark keeps its shape (Blob::fix_layout refuses another) and moves with it, its shape
+    // and buffers together: a blob that has the mark and both of its slices' buffers is the blob
+    // seal laid out, its shape included. A blob moved out leaves one without either behind.
     [[nodiscard]] std::size_t first_changed(std::size_t first, std::size_t end) const noexcept {
         for (std::size_t i = first; i < end; ++i) {
             const blob_type& b = *blobs_[i];
-            if (!b.has_shape() || b.shape() != shapes_[i] || b.data_buffer() != data_buffers_[i] ||
-                b.diff_buffer() != diff_buffers_[i]) {
+            if (!b.layout_fixed() || b.data_buffer() != data_buffers_[i] || b.diff_buffer() != diff_buffers_[i]) {
                 return i;
             }
         }
@@ -280,18 +288,25 @@ private:
     }
 
     // Where each blob's slices go: in order of addition, each at a multiple of `alignment`.
-    // \throws ShapeError when the slices and their padding (and the alignment slack of the blocks)
-    // would pass PTRDIFF_MAX bytes, before any offset wraps round.
+    // \throws StateError for a blob without a shape (moved out: it has no buffers to lend);
+    // ShapeError when the slices and their padding (and the alignment slack of the blocks) would
+    // pass PTRDIFF_MAX bytes, before any offset wraps round.
     std::vector<Slice> layout() const {
         constexpr auto limit = static_cast<std::size_t>(PTRDIFF_MAX) - 2 * alignment;
         std::vector<Slice> slices;
         slices.reserve(blobs_.size());
         std::size_t offset = 0;
         for (std::size_t i = 0; i < blobs_.size(); ++i) {
-            const auto bytes = static_cast<std::size_t>(shapes_[i].count()) * sizeof(T);  // a blob's bytes fit
+            const blob_type& blob = *blobs_[i];
+            if (!blob.has_shape()) {
+                throw StateError("ParameterArena::seal: blob " + std::to_string(i) + " has no shape (moved out of " +
+                                 "the arena of " + std::to_string(blobs_.size()) +
+                                 " blobs); put a blob back in its place before seal");
+            }
+            const auto bytes = static_cast<std::size_t>(blob.count()) * sizeof(T);  // a blob's bytes fit
             if (bytes > limit - offset) {
-                throw ShapeError("ParameterArena::seal: blob " + std::to_string(i) + " (" + blobs_[i]->shape_string() +
-                                 ", " + std::to_string(bytes) + " bytes) at offset " + std::to_string(offset) +
+                throw ShapeError("ParameterArena::seal: blob " + std::to_string(i) + " (" + blob.shape_string() + ", " +
+                                 std::to_string(bytes) + " bytes) at offset " + std::to_string(offset) +
                                  " takes the arena past the addressable size");
             }
             slices.push_back({offset, bytes});
@@ -335,7 +350,6 @@ private:
     }
 
     std::vector<std::unique_ptr<blob_type>> blobs_;
-    std::vector<Shape> shapes_;
     std::vector<Slice> slices_;
     std::vector<std::shared_ptr<buffer_type>> data_buffers_;
     std::vector<std::shared_ptr<buffer_type>> diff_buffers_;

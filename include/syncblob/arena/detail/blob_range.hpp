@@ -2,7 +2,8 @@
 #pragma once
 
 /// \file
-/// `BlobRange`: the blobs of an arena (held through unique_ptr) seen as a range of references.
+/// `BlobRange`: the blobs of an arena (held through unique_ptr) seen as a range of references, to
+/// each blob or to a part of it (`Get`: its shape, for `ParameterArena::shapes()`).
 /// (Not std::views::transform: clang 14 cannot use libstdc++ 12's views.)
 
 #include <cstddef>
@@ -18,23 +19,32 @@ SYNCBLOB_BEGIN_NAMESPACE
 
 namespace detail {
 
-template <class Blob, class Owner>
+// The blob itself.
+struct TheBlob {
+    template <class Blob>
+    Blob& operator()(Blob& blob) const noexcept {
+        return blob;
+    }
+};
+
+template <class Blob, class Owner, class Get = TheBlob>
 class BlobRange {
     using base = decltype(std::declval<Owner&>().begin());
+    using got = decltype(Get{}(std::declval<Blob&>()));
 
 public:
     class iterator {
     public:
         using iterator_category = std::forward_iterator_tag;
-        using value_type = std::remove_const_t<Blob>;
+        using value_type = std::remove_cvref_t<got>;
         using difference_type = std::ptrdiff_t;
-        using reference = Blob&;
-        using pointer = Blob*;
+        using reference = got;
+        using pointer = std::remove_reference_t<got>*;
 
         iterator() = default;
         explicit iterator(base it) : it_(it) {}
-        reference operator*() const { return **it_; }
-        pointer operator->() const { return it_->get(); }
+        reference operator*() const { return Get{}(**it_); }
+        pointer operator->() const { return &Get{}(**it_); }
         iterator& operator++() {
             ++it_;
             return *this;
@@ -54,7 +64,7 @@ public:
     [[nodiscard]] iterator begin() const { return iterator(blobs_->begin()); }
     [[nodiscard]] iterator end() const { return iterator(blobs_->end()); }
     [[nodiscard]] std::size_t size() const noexcept { return blobs_->size(); }
-    [[nodiscard]] Blob& operator[](std::size_t i) const { return *(*blobs_)[i]; }
+    [[nodiscard]] got operator[](std::size_t i) const { return Get{}(*(*blobs_)[i]); }
 
 private:
     Owner* blobs_;
