@@ -13,6 +13,7 @@
 
 #include "../core/element.hpp"
 #include "../core/error.hpp"
+#include "../core/prefetch.hpp"
 #include "../memory/allocator.hpp"
 #include "../memory/fwd.hpp"
 #include "../memory/synced_buffer.hpp"
@@ -123,10 +124,17 @@ public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
 private:
+    // How many buffers ahead `each` asks for a buffer (see core/prefetch.hpp: at a million
+    // blobs each buffer is a miss, and a change of its head an atomic operation that waits for it).
+    static constexpr std::size_t ahead = 16;
+
     template <class Fn>
     void each(std::size_t first, std::size_t end, Fn fn) const {
         end = std::min(end, buffers_.size());
         for (std::size_t i = first; i < end; ++i) {
+            if (i + ahead < end) {
+                detail::prefetch(buffers_[i + ahead].get());
+            }
             if (slices_[i].bytes != 0) {
                 fn(*buffers_[i]);
             }

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "../core/element.hpp"
+#include "../core/prefetch.hpp"
 #include "../core/thread_pool.hpp"
 #include "../io/read_runs.hpp"
 #include "../sim/async_device.hpp"
@@ -103,16 +104,9 @@ struct LoadClock {
     }
 };
 
-/// Asks for the cache line a piece's read will write, some pieces ahead: at a million tensors each
-/// piece's place in the arena is a miss, which the loop would otherwise wait for one piece at a
-/// time. Nothing where the compiler has no prefetch hint.
-inline void prefetch_for_write([[maybe_unused]] const std::byte* dst) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(dst, 1);
-#endif
-}
-
-/// How many pieces ahead `for_each_piece` prefetches.
+/// How many pieces ahead `for_each_piece` asks for the cache line a piece's read will write: at a
+/// million tensors each piece's place in the arena is a miss, which the loop would otherwise wait
+/// for one piece at a time.
 inline constexpr std::size_t prefetch_distance = 16;
 
 /// Goes through the pieces of direct chunk `c`, each to its place in `image` (an image of the arena
@@ -129,7 +123,7 @@ void for_each_piece(const Checkpoint& ckpt, const Plan& plan, const Chunk& c, st
     for (std::size_t p = c.first; p < c.end; ++p) {
         const Piece& piece = plan.pieces[p];
         if (p + prefetch_distance < c.end) {
-            prefetch_for_write(image + plan.pieces[p + prefetch_distance].staging);
+            syncblob::detail::prefetch_for_write(image + plan.pieces[p + prefetch_distance].staging);
         }
         if (zero_gaps && piece.staging > at) {
             std::memset(image + at, 0, piece.staging - at);
