@@ -39,19 +39,36 @@ concept HostAllocator = requires(std::size_t bytes, HostBlock block) {
 struct AlignedAllocator {
     static constexpr std::string_view name = "AlignedAllocator";
     static constexpr std::size_t alignment = 64;
+    /// Blocks under this size come from a plain `operator new` (see `allocate`); larger ones from
+    /// the aligned form, which glibc serves from their own mappings (from 128 KiB, or from the size
+    /// of the largest such block freed so far) without pieces to free.
+    static constexpr std::size_t small_below = std::size_t{64} << 10;
 
     /// \throws std::bad_alloc when the memory is not available or `bytes` is absurd.
     [[nodiscard]] static HostBlock allocate(std::size_t bytes) {
         if (bytes == 0) {
             return {};
         }
-        // Aligned operator new rounds the size up to the alignment, which wraps for sizes near
-        // SIZE_MAX (libstdc++ then hands out a tiny block), and sanitizers abort rather than throw
-        // on absurd sizes: refuse anything no object can have.
+        // The size with its room to align must not wrap (near SIZE_MAX it would, and a tiny block
+        // come back), and sanitizers abort rather than throw on absurd sizes: refuse anything no
+        // object can have.
         if (bytes > static_cast<std::size_t>(PTRDIFF_MAX) - alignment) {
             throw std::bad_alloc();
         }
-        return {::operator new (bytes, std::align_val_t{alignment}), bytes, 0};
+        if (bytes >= small_below) {
+            return {::operator new (bytes, std::align_val_t{alignment}), bytes, 0};
+        }
+        // A small block: a plain `operator new` with room to align, the block's distance from what
+        // it returned (1 to 64 bytes) kept in the byte before the block. The aligned form (glibc's
+        // memalign) splits each block it hands out from the heap and frees the pieces before and
+        // after it, which fill glibc's fast bins with fragments that a later large request merges
+        // one by one (a million one-element blobs loaded: a quarter of the load's time). `kind` is
+        // left to the caller: wrappers mark their blocks there.
+        auto* base = static_cast<std::byte*>(::operator new(bytes + alignment));
+        const std::size_t offset = alignment - reinterpret_cast<std::uintptr_t>(base) % alignment;
+        std::byte* data = base + offset;
+        data[-1] = static_cast<std::byte>(offset);
+        return {data, bytes, 0};
     }
 
     /// `HostBlock::kind` of a block from `allocate_zeroed`: this bit, with the block's offset from
@@ -89,10 +106,13 @@ struct AlignedAllocator {
         if (block.data == nullptr) {
             return;
         }
+        auto* data = static_cast<std::byte*>(block.data);
         if ((block.kind & zeroed) != 0) {
-            std::free(static_cast<std::byte*>(block.data) - (block.kind & (zeroed - 1)));
+            std::free(data - (block.kind & (zeroed - 1)));
+        } else if (block.bytes >= small_below) {
+            ::operator delete (data, std::align_val_t{alignment});
         } else {
-            ::operator delete (block.data, std::align_val_t{alignment});
+            ::operator delete(data - std::to_integer<std::size_t>(data[-1]));
         }
     }
 };
