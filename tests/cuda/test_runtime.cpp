@@ -22,18 +22,12 @@
 #include <syncblob/memory/synced_buffer.hpp>
 
 #include "cuda_test_device.hpp"
+#include "sanitizers.hpp"
 
 // Under AddressSanitizer on a machine with a GPU, the CUDA driver needs the address range ASan
 // protects by default (every allocation would fail with cudaErrorMemoryAllocation), and it keeps
 // allocations from cuInit for the life of the process. These are the sanitizer's documented hooks.
-#if defined(__SANITIZE_ADDRESS__)
-#define SYNCBLOB_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SYNCBLOB_TEST_ASAN 1
-#endif
-#endif
-#if defined(SYNCBLOB_TEST_ASAN)
+#if SYNCBLOB_TEST_ASAN
 extern "C" const char* __asan_default_options();
 extern "C" const char* __asan_default_options() {
     return "protect_shadow_gap=0";

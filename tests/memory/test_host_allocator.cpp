@@ -15,6 +15,8 @@
 
 #include <syncblob/memory/host_allocator.hpp>
 
+#include "sanitizers.hpp"
+
 using syncblob::AlignedAllocator;
 using syncblob::HostBlock;
 
@@ -47,21 +49,8 @@ TEST_CASE("AlignedAllocator: every size aligned to 64 bytes, writable to its end
 // bins; a later large request merges them one by one (with a million small blobs, a quarter of a
 // load's time). AlignedAllocator asks for a plain block with room to align instead, under
 // `small_below` bytes.
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SYNCBLOB_TEST_OWN_MALLOC 0
-#endif
-#endif
-#ifndef SYNCBLOB_TEST_OWN_MALLOC
-#define SYNCBLOB_TEST_OWN_MALLOC 1
-#endif
-#else
-#define SYNCBLOB_TEST_OWN_MALLOC 0
-#endif
-
 TEST_CASE("AlignedAllocator: small blocks leave no free fragments behind", "[memory]") {
-#if SYNCBLOB_TEST_OWN_MALLOC
+#if defined(__GLIBC__) && !SYNCBLOB_TEST_ASAN && !SYNCBLOB_TEST_TSAN
     std::vector<HostBlock> blocks;
     blocks.reserve(4000);
     const struct mallinfo2 before = mallinfo2();

@@ -40,8 +40,9 @@ struct AlignedAllocator {
     static constexpr std::string_view name = "AlignedAllocator";
     static constexpr std::size_t alignment = 64;
     /// Blocks under this size come from a plain `operator new` (see `allocate`); larger ones from
-    /// the aligned form, which glibc serves from their own mappings (from 128 KiB, or from the size
-    /// of the largest such block freed so far) without pieces to free.
+    /// the aligned form: a program makes few of them, so the pieces it frees beside each do not pile
+    /// up, and from glibc's mapping threshold (128 KiB, rising to the largest mapped block freed)
+    /// glibc maps each on its own and frees no piece.
     static constexpr std::size_t small_below = std::size_t{64} << 10;
 
     /// \throws std::bad_alloc when the memory is not available or `bytes` is absurd.
