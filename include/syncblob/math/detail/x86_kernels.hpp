@@ -106,15 +106,28 @@ struct F64x8 {
     __m512d v;
 };
 
+// How a kernel's instructions are scheduled: with g++, for a generic x86-64 whatever the consumer's
+// `-mtune`/`-march`, so a `-march=native` build runs the same instruction sequence as a default
+// build, the one the benchmark measures in both (docs/benchmarks.md, "Code placement"). Clang 14
+// has no `tune=` in the target attribute.
+#if defined(__clang__)
+#define SYNCBLOB_KERNEL_TUNE ""
+#else
+#define SYNCBLOB_KERNEL_TUNE ",tune=generic"
+#endif
+
 // The sum of a 256-bit register's lanes in a fixed tree (lane i plus lane i + 4, then i + 2, i + 1
-// for float; i + 2, then i + 1 for double), shared by both paths: AVX is part of each.
-__attribute__((target("avx"))) inline float hsum(const F32x8& a) {
+// for float; i + 2, then i + 1 for double), shared by both paths: AVX is part of each. Its tuning is
+// the kernels': g++ inlines no function of another tuning, so under a consumer's `-march=native` (or
+// any `-mtune`) every reduction called it out of line, its stack frame realigned to 64 bytes for the
+// register passed in memory (docs/benchmarks.md, "`asum` in L1").
+__attribute__((target("avx" SYNCBLOB_KERNEL_TUNE))) inline float hsum(const F32x8& a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-__attribute__((target("avx"))) inline double hsum(const F64x4& a) {
+__attribute__((target("avx" SYNCBLOB_KERNEL_TUNE))) inline double hsum(const F64x4& a) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a.v), _mm256_extractf128_pd(a.v, 1));
     s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
     return _mm_cvtsd_f64(s);
@@ -132,16 +145,6 @@ __attribute__((target("avx"))) inline double hsum(const F64x4& a) {
 #define SYNCBLOB_KERNEL_PLACEMENT aligned(64)
 #else
 #define SYNCBLOB_KERNEL_PLACEMENT aligned(64), optimize("align-loops=64")
-#endif
-
-// How a kernel's instructions are scheduled: with g++, for a generic x86-64 whatever the consumer's
-// `-mtune`/`-march`, so a `-march=native` build runs the same instruction sequence as a default
-// build, the one the benchmark measures in both (docs/benchmarks.md, "Code placement"). Clang 14
-// has no `tune=` in the target attribute.
-#if defined(__clang__)
-#define SYNCBLOB_KERNEL_TUNE ""
-#else
-#define SYNCBLOB_KERNEL_TUNE ",tune=generic"
 #endif
 
 // A path's two kernel entries: the loops of lane_loops.hpp on its `Simd<T>`, compiled for its
